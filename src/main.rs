@@ -1,0 +1,133 @@
+//! The `fauxpay` command line: parse the flags, then call into the library.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use fauxpay::provider::{self, Config, CorrelationSource, DuplicatePolicy, IdempotencyMode, Provider};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "fauxpay",
+    version,
+    about = "A fake, Stripe-compatible payment provider that catches double charges"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the fake provider: Stripe's /v1 payment API with exact idempotency and a ledger.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the start-up line says which).
+    #[arg(long, default_value = "127.0.0.1:12111", env = "FAUXPAY_ADDR")]
+    addr: SocketAddr,
+    /// Idempotency semantics: `stripe` (400 on a reused key with other parameters) or
+    /// `ietf` (the IETF Idempotency-Key draft: 422, and keys may be RFC 8941 strings).
+    #[arg(long, value_enum, default_value = "stripe")]
+    idempotency: IdempotencyMode,
+    /// How long a stored idempotent response is kept; afterwards the same key makes a
+    /// new payment (e.g. 24h, 10m, 30s).
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    key_ttl: Duration,
+    /// With --idempotency ietf: refuse POSTs without an Idempotency-Key (400).
+    #[arg(long)]
+    require_idempotency_key: bool,
+    /// Which request parameter says what logical payment a charge belongs to (its
+    /// correlation id); duplicates are found per correlation id.
+    #[arg(long, default_value = "metadata.order_id", value_parser = CorrelationSource::parse)]
+    correlate: CorrelationSource,
+    /// A new key for an already-charged correlation id: `allow` charges again and flags
+    /// it (like a real provider), `reject` answers 402 duplicate_transaction.
+    #[arg(long, value_enum, default_value = "allow")]
+    duplicates: DuplicatePolicy,
+    /// Accept only this exact API key (default: any sk_test_… key).
+    #[arg(long, env = "FAUXPAY_API_KEY")]
+    api_key: Option<String>,
+    /// Require `Authorization: Bearer TOKEN` on /__fauxpay/* (except health) and /metrics.
+    #[arg(long, env = "FAUXPAY_ADMIN_TOKEN")]
+    admin_token: Option<String>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (expected a duration such as 24h, 10m or 30s)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fauxpay: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = Config {
+        idempotency: args.idempotency,
+        key_ttl: args.key_ttl,
+        require_idempotency_key: args.require_idempotency_key,
+        correlate: args.correlate,
+        duplicates: args.duplicates,
+        api_key: args.api_key,
+        admin_token: args.admin_token,
+    };
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.addr))?;
+        let addr = listener.local_addr()?;
+        tracing::info!("fauxpay provider listening on http://{addr} ({})", config.describe());
+        provider::serve(listener, Provider::new(config), shutdown_signal())
+            .await
+            .context("serving")?;
+        tracing::info!("fauxpay provider stopped");
+        Ok(())
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received: finishing in-flight requests");
+}

@@ -1,0 +1,173 @@
+//! Stripe-shaped API errors.
+//!
+//! Every failure the provider reports is an [`ApiError`]: an HTTP status plus the fields
+//! of Stripe's error object (`type`, `code`, `decline_code`, `message`, `param`), so
+//! Stripe's SDKs raise their usual exception classes. An error also knows whether it
+//! arose while the endpoint was *executing* (a decline, an unexpected state: stored
+//! under the idempotency key and replayed) or before it (a validation failure: never
+//! stored), which is the line Stripe draws.
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+/// Stripe's error `type` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    ApiError,
+    CardError,
+    IdempotencyError,
+    InvalidRequestError,
+}
+
+impl ErrorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::ApiError => "api_error",
+            ErrorType::CardError => "card_error",
+            ErrorType::IdempotencyError => "idempotency_error",
+            ErrorType::InvalidRequestError => "invalid_request_error",
+        }
+    }
+}
+
+/// One Stripe-shaped error response.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{status} {}: {message}", kind.as_str())]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub kind: ErrorType,
+    pub code: Option<&'static str>,
+    pub decline_code: Option<&'static str>,
+    pub message: String,
+    pub param: Option<String>,
+    /// Extra fields of the error object (`payment_intent`, `charge`, …).
+    pub extra: Vec<(&'static str, Value)>,
+    /// Whether the failure happened while the endpoint executed (so it is stored under
+    /// the idempotency key), as opposed to during validation.
+    pub executed: bool,
+    /// `Stripe-Should-Retry` hint, when Stripe sends one.
+    pub should_retry: Option<bool>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: ErrorType, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            kind,
+            code: None,
+            decline_code: None,
+            message: message.into(),
+            param: None,
+            extra: Vec::new(),
+            executed: false,
+            should_retry: None,
+        }
+    }
+
+    pub fn invalid_request(message: impl Into<String>, param: Option<String>) -> Self {
+        let mut e = Self::new(StatusCode::BAD_REQUEST, ErrorType::InvalidRequestError, message);
+        e.param = param;
+        e
+    }
+
+    pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
+        Self::invalid_request(message, Some(param.to_string())).with_code("parameter_invalid")
+    }
+
+    pub fn missing_param(param: &str) -> Self {
+        Self::invalid_request(format!("Missing required param: {param}."), Some(param.to_string()))
+            .with_code("parameter_missing")
+    }
+
+    pub fn unknown_object(kind: &str, id: &str, param: &str) -> Self {
+        let mut e = Self::new(
+            StatusCode::NOT_FOUND,
+            ErrorType::InvalidRequestError,
+            format!("No such {kind}: '{id}'"),
+        )
+        .with_code("resource_missing");
+        e.param = Some(param.to_string());
+        e
+    }
+
+    pub fn unexpected_state(message: impl Into<String>) -> Self {
+        Self::invalid_request(message, None)
+            .with_code("payment_intent_unexpected_state")
+            .executed()
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, ErrorType::InvalidRequestError, message)
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    pub fn with_param(mut self, param: &str) -> Self {
+        self.param = Some(param.to_string());
+        self
+    }
+
+    pub fn with_extra(mut self, name: &'static str, value: Value) -> Self {
+        self.extra.push((name, value));
+        self
+    }
+
+    /// Marks the error as one produced while the endpoint executed (stored and replayed).
+    pub fn executed(mut self) -> Self {
+        self.executed = true;
+        self
+    }
+
+    pub fn retry_hint(mut self, retry: bool) -> Self {
+        self.should_retry = Some(retry);
+        self
+    }
+
+    /// The JSON body Stripe sends: `{"error": {...}}`.
+    pub fn body(&self) -> Value {
+        let mut error = json!({
+            "type": self.kind.as_str(),
+            "message": self.message,
+        });
+        let obj = error.as_object_mut().expect("object literal");
+        if let Some(code) = self.code {
+            obj.insert("code".into(), json!(code));
+            obj.insert(
+                "doc_url".into(),
+                json!(format!(
+                    "https://stripe.com/docs/error-codes/{}",
+                    code.replace('_', "-")
+                )),
+            );
+        }
+        if let Some(d) = self.decline_code {
+            obj.insert("decline_code".into(), json!(d));
+        }
+        if let Some(p) = &self.param {
+            obj.insert("param".into(), json!(p));
+        }
+        for (k, v) in &self.extra {
+            obj.insert((*k).into(), v.clone());
+        }
+        json!({ "error": error })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_has_stripe_shape() {
+        let e = ApiError::missing_param("amount");
+        let b = e.body();
+        assert_eq!(b["error"]["type"], "invalid_request_error");
+        assert_eq!(b["error"]["param"], "amount");
+        assert_eq!(b["error"]["code"], "parameter_missing");
+        assert!(!e.executed);
+        assert!(ApiError::unexpected_state("x").executed);
+    }
+}

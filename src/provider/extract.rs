@@ -1,0 +1,182 @@
+//! Turning an HTTP request into an [`ApiRequest`]: who sent it, its key, its parameters.
+//!
+//! The body is read with a hard limit ([`MAX_BODY_BYTES`], 413 beyond it) and parsed by
+//! content type (form with bracket notation, or JSON; anything else is a 415); GET and
+//! DELETE take their parameters from the query string and ignore idempotency keys. The
+//! `Idempotency-Key` header is validated here (length, and in ietf mode an RFC 8941
+//! quoted string), so handlers receive typed values only.
+
+use axum::body::Body;
+use axum::extract::FromRequest;
+use axum::http::{header, Method, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::error::{ApiError, ErrorType};
+use super::http::error_response;
+use super::idempotency::Mode;
+use super::ids::{ApiKey, IdempotencyKey, RequestId};
+use super::params::Params;
+use super::Provider;
+use std::sync::Arc;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A parsed Stripe API request.
+pub struct ApiRequest {
+    pub request_id: RequestId,
+    pub api_key: ApiKey,
+    pub method: Method,
+    pub path: String,
+    pub idempotency_key: Option<IdempotencyKey>,
+    pub params: Params,
+}
+
+/// The rejection of [`ApiRequest`]: a Stripe-shaped error response.
+pub struct Rejection(pub ApiError);
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        error_response(&self.0)
+    }
+}
+
+impl FromRequest<Arc<Provider>> for ApiRequest {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request<Body>, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .cloned()
+            .unwrap_or_else(RequestId::generate);
+        let api_key = parts
+            .extensions
+            .get::<ApiKey>()
+            .cloned()
+            .unwrap_or_else(|| ApiKey::new(""));
+        let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
+        let params = if reads_query {
+            Params::from_form(parts.uri.query().unwrap_or("").as_bytes()).map_err(Rejection)?
+        } else {
+            let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+                Rejection(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ErrorType::InvalidRequestError,
+                    format!("Request body is too large: at most {MAX_BODY_BYTES} bytes are accepted."),
+                ))
+            })?;
+            parse_body(
+                parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+                &bytes,
+            )
+            .map_err(Rejection)?
+        };
+        let idempotency_key = if reads_query {
+            None
+        } else {
+            let raw = parts
+                .headers
+                .get("idempotency-key")
+                .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+            match raw {
+                Some(raw) => Some(parse_key(raw, state.config.idempotency).map_err(Rejection)?),
+                None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
+                    return Err(Rejection(
+                        ApiError::invalid_request(
+                            "This endpoint requires an Idempotency-Key header (fauxpay serve --idempotency ietf --require-idempotency-key).",
+                            Some("Idempotency-Key".into()),
+                        )
+                        .with_code("idempotency_key_missing"),
+                    ))
+                }
+                None => None,
+            }
+        };
+        Ok(Self {
+            request_id,
+            api_key,
+            method: parts.method,
+            path: parts.uri.path().to_string(),
+            idempotency_key,
+            params,
+        })
+    }
+}
+
+fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiError> {
+    let mime = content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
+    match mime.as_deref() {
+        None | Some("") | Some("application/x-www-form-urlencoded") => Params::from_form(bytes),
+        Some("application/json") => Params::from_json(bytes),
+        Some(other) => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorType::InvalidRequestError,
+            format!("Unsupported Content-Type '{other}': send application/x-www-form-urlencoded or application/json."),
+        )),
+    }
+}
+
+/// Validates an `Idempotency-Key` header value; in ietf mode a quoted RFC 8941 string
+/// (`"abc"`) is unquoted first.
+pub fn parse_key(raw: &str, mode: Mode) -> Result<IdempotencyKey, ApiError> {
+    let bad = |msg: String| ApiError::invalid_request(msg, Some("Idempotency-Key".into()));
+    if raw.contains('\u{fffd}') {
+        return Err(bad("Idempotency-Key must be visible ASCII text.".into()));
+    }
+    let key = if mode == Mode::Ietf && raw.starts_with('"') {
+        unquote_sf_string(raw).ok_or_else(|| bad("Idempotency-Key is not a valid RFC 8941 string.".into()))?
+    } else {
+        raw.trim().to_string()
+    };
+    IdempotencyKey::parse(&key).map_err(bad)
+}
+
+fn unquote_sf_string(raw: &str) -> Option<String> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                e @ ('"' | '\\') => out.push(e),
+                _ => return None,
+            },
+            '"' => return None,
+            c if (' '..='~').contains(&c) => out.push(c),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ietf_keys_may_be_quoted_strings() {
+        assert_eq!(parse_key("\"abc\"", Mode::Ietf).unwrap().as_str(), "abc");
+        assert_eq!(parse_key("\"a\\\"b\"", Mode::Ietf).unwrap().as_str(), "a\"b");
+        assert!(parse_key("\"abc", Mode::Ietf).is_err());
+        // Stripe mode takes the value as it is.
+        assert_eq!(parse_key("\"abc\"", Mode::Stripe).unwrap().as_str(), "\"abc\"");
+        assert_eq!(
+            parse_key(&"k".repeat(256), Mode::Stripe).unwrap_err().param.as_deref(),
+            Some("Idempotency-Key")
+        );
+    }
+
+    #[test]
+    fn bodies_parse_by_content_type() {
+        assert!(parse_body(None, b"amount=1").unwrap().contains("amount"));
+        assert!(parse_body(Some("application/json; charset=utf-8"), br#"{"amount":1}"#)
+            .unwrap()
+            .contains("amount"));
+        assert_eq!(
+            parse_body(Some("text/plain"), b"x").unwrap_err().status,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! The ledger: the ground truth of every money movement.
+//!
+//! Every captured charge and every refund is appended as a [`LedgerRecord`] with its
+//! correlation id (which logical payment it belongs to), idempotency key, request id and
+//! the fault that acted on the request. Records are sharded by correlation id, and a
+//! caller that moves money holds its correlation id's shard ([`LedgerEntry`]) across the
+//! duplicate check and the append, so two concurrent charges for one order are both
+//! recorded and flagged (or, under the `reject` policy, the second is refused) without a
+//! global lock. A correlation id with more than one captured charge is a duplicate group.
+//! Refund attempts beyond what was captured are kept as over-refunds.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+use serde::{Serialize, Serializer};
+use serde_json::{json, Value};
+
+use super::ids::{ChargeId, CorrelationId, IdempotencyKey, PaymentIntentId, RefundId, RequestId};
+use super::shard::Sharded;
+
+/// Version of the record and summary JSON: the contract `fauxpay load` reads.
+pub const LEDGER_SCHEMA_VERSION: u32 = 1;
+
+/// The id of the object behind a movement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MovementId {
+    Charge(ChargeId),
+    Refund(RefundId),
+}
+
+impl Serialize for MovementId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MovementId::Charge(id) => id.serialize(s),
+            MovementId::Refund(id) => id.serialize(s),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MovementKind {
+    Charge,
+    Refund,
+}
+
+/// What a caller knows about a movement; the ledger adds sequence, time and flags.
+#[derive(Debug, Clone)]
+pub struct Movement {
+    pub id: MovementId,
+    pub amount: u64,
+    pub currency: &'static str,
+    pub payment_intent: Option<PaymentIntentId>,
+    /// For a refund: the charge it refunds.
+    pub charge: Option<ChargeId>,
+    pub attempt: Attempt,
+}
+
+/// The request a movement came from.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub request_id: RequestId,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// The fault applied to the request, if any (e.g. `drop_response after_commit`).
+    pub fault: Option<Arc<str>>,
+}
+
+/// One money movement, as served by `GET /__fauxpay/ledger`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerRecord {
+    pub schema_version: u32,
+    pub seq: u64,
+    pub id: MovementId,
+    pub kind: MovementKind,
+    pub amount: u64,
+    pub currency: &'static str,
+    pub status: &'static str,
+    pub payment_intent: Option<PaymentIntentId>,
+    pub charge: Option<ChargeId>,
+    pub idempotency_key: Option<IdempotencyKey>,
+    pub correlation_id: Option<CorrelationId>,
+    pub request_id: RequestId,
+    pub fault: Option<Arc<str>>,
+    /// True on the second and later captured charges of one correlation id.
+    pub duplicate: bool,
+    /// Unix time in milliseconds.
+    pub created_ms: u64,
+}
+
+/// A refund that asked for more than was left to refund (refused with a 400).
+#[derive(Debug, Clone, Serialize)]
+pub struct OverRefund {
+    pub charge: ChargeId,
+    pub payment_intent: Option<PaymentIntentId>,
+    pub correlation_id: Option<CorrelationId>,
+    pub captured: u64,
+    pub already_refunded: u64,
+    pub requested: u64,
+    pub idempotency_key: Option<IdempotencyKey>,
+    pub request_id: RequestId,
+    pub created_ms: u64,
+}
+
+#[derive(Default)]
+struct Group {
+    /// Indices (into the shard's records) of the captured charges.
+    charges: Vec<usize>,
+}
+
+#[derive(Default)]
+struct Shard {
+    records: Vec<Arc<LedgerRecord>>,
+    groups: HashMap<CorrelationId, Group>,
+    over_refunds: Vec<OverRefund>,
+}
+
+/// Filters for [`Ledger::records`].
+#[derive(Debug, Clone, Default)]
+pub struct RecordFilter {
+    pub correlation_prefix: Option<String>,
+    /// Only records created at or after this Unix time (ms).
+    pub since_ms: Option<u64>,
+}
+
+impl RecordFilter {
+    fn keeps(&self, r: &LedgerRecord) -> bool {
+        if let Some(p) = &self.correlation_prefix {
+            if !r
+                .correlation_id
+                .as_ref()
+                .is_some_and(|c| c.as_str().starts_with(p.as_str()))
+            {
+                return false;
+            }
+        }
+        self.since_ms.is_none_or(|s| r.created_ms >= s)
+    }
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The ledger of all money movements.
+#[derive(Default)]
+pub struct Ledger {
+    shards: Sharded<Shard>,
+    next_seq: AtomicU64,
+    blocked_duplicates: AtomicU64,
+    duplicate_groups: AtomicU64,
+    charges: AtomicU64,
+    refunds: AtomicU64,
+}
+
+/// How many movements of each kind the ledger holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub charges: u64,
+    pub refunds: u64,
+}
+
+/// A locked view of one correlation id's shard: check and append atomically.
+pub struct LedgerEntry<'a> {
+    ledger: &'a Ledger,
+    shard: MutexGuard<'a, Shard>,
+    correlation_id: Option<CorrelationId>,
+}
+
+impl Ledger {
+    /// Locks the shard of `correlation_id` (or, when the movement has none, of
+    /// `fallback`, e.g. the payment intent's id) for a check-then-append.
+    pub fn entry(&self, correlation_id: Option<&CorrelationId>, fallback: &str) -> LedgerEntry<'_> {
+        let shard = match correlation_id {
+            Some(c) => self.shards.lock(c.as_str()),
+            None => self.shards.lock(fallback),
+        };
+        LedgerEntry {
+            ledger: self,
+            shard,
+            correlation_id: correlation_id.cloned(),
+        }
+    }
+
+    /// Counts a charge refused by the `reject` duplicate policy.
+    pub fn note_blocked_duplicate(&self) {
+        self.blocked_duplicates.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn blocked_duplicates(&self) -> u64 {
+        self.blocked_duplicates.load(Ordering::Relaxed)
+    }
+
+    pub fn counts(&self) -> Counts {
+        Counts {
+            charges: self.charges.load(Ordering::Relaxed),
+            refunds: self.refunds.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Number of correlation ids with more than one captured charge.
+    pub fn duplicate_group_count(&self) -> u64 {
+        self.duplicate_groups.load(Ordering::Relaxed)
+    }
+
+    /// The records matching `filter`, in the order they were appended.
+    pub fn records(&self, filter: &RecordFilter) -> Vec<Arc<LedgerRecord>> {
+        let mut out: Vec<Arc<LedgerRecord>> = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(shard.lock().records.iter().filter(|r| filter.keeps(r)).cloned());
+        }
+        out.sort_unstable_by_key(|r| r.seq);
+        out
+    }
+
+    /// Counts, totals, duplicate groups and over-refunds.
+    pub fn summary(&self) -> Value {
+        let mut charges = 0u64;
+        let mut refunds = 0u64;
+        let mut captured: HashMap<&'static str, u64> = HashMap::new();
+        let mut refunded: HashMap<&'static str, u64> = HashMap::new();
+        let mut correlation_ids = 0usize;
+        let mut groups: Vec<Value> = Vec::new();
+        let mut extra_charges = 0usize;
+        let mut over_refunds: Vec<OverRefund> = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for r in &shard.records {
+                match r.kind {
+                    MovementKind::Charge => {
+                        charges += 1;
+                        *captured.entry(r.currency).or_default() += r.amount;
+                    }
+                    MovementKind::Refund => {
+                        refunds += 1;
+                        *refunded.entry(r.currency).or_default() += r.amount;
+                    }
+                }
+            }
+            correlation_ids += shard.groups.len();
+            for (id, g) in shard.groups.iter().filter(|(_, g)| g.charges.len() > 1) {
+                let recs: Vec<&LedgerRecord> = g.charges.iter().map(|&i| &*shard.records[i]).collect();
+                let first = recs[0].amount;
+                let total: u64 = recs.iter().map(|r| r.amount).sum();
+                extra_charges += recs.len() - 1;
+                groups.push(json!({
+                    "correlation_id": id,
+                    "charge_count": recs.len(),
+                    "captured_amount": total,
+                    "extra_amount": total - first,
+                    "currency": recs[0].currency,
+                    "charges": recs,
+                }));
+            }
+            over_refunds.extend(shard.over_refunds.iter().cloned());
+        }
+        groups.sort_by(|a, b| a["correlation_id"].as_str().cmp(&b["correlation_id"].as_str()));
+        over_refunds.sort_by_key(|o| o.created_ms);
+        json!({
+            "schema_version": LEDGER_SCHEMA_VERSION,
+            "charges": charges,
+            "refunds": refunds,
+            "captured": captured,
+            "refunded": refunded,
+            "correlation_ids": correlation_ids,
+            "duplicate_group_count": groups.len(),
+            "duplicate_charges": extra_charges,
+            "duplicate_groups": groups,
+            "blocked_duplicates": self.blocked_duplicates(),
+            "over_refunds": over_refunds,
+        })
+    }
+
+    /// Forgets everything (`POST /__fauxpay/reset`).
+    pub fn clear(&self) {
+        for shard in self.shards.iter() {
+            let mut s = shard.lock();
+            s.records.clear();
+            s.groups.clear();
+            s.over_refunds.clear();
+        }
+        self.blocked_duplicates.store(0, Ordering::Relaxed);
+        self.duplicate_groups.store(0, Ordering::Relaxed);
+        self.charges.store(0, Ordering::Relaxed);
+        self.refunds.store(0, Ordering::Relaxed);
+    }
+}
+
+impl LedgerEntry<'_> {
+    /// Captured charges already recorded for this correlation id.
+    pub fn captured_charges(&self) -> usize {
+        self.correlation_id
+            .as_ref()
+            .and_then(|c| self.shard.groups.get(c))
+            .map_or(0, |g| g.charges.len())
+    }
+
+    /// Appends a movement; a charge is flagged `duplicate` if its correlation id
+    /// already had a captured charge.
+    pub fn append(&mut self, kind: MovementKind, m: Movement) -> Arc<LedgerRecord> {
+        let seq = self.ledger.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let index = self.shard.records.len();
+        let counter = match kind {
+            MovementKind::Charge => &self.ledger.charges,
+            MovementKind::Refund => &self.ledger.refunds,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut duplicate = false;
+        if let (MovementKind::Charge, Some(c)) = (kind, &self.correlation_id) {
+            let group = self.shard.groups.entry(c.clone()).or_default();
+            group.charges.push(index);
+            duplicate = group.charges.len() > 1;
+            if group.charges.len() == 2 {
+                self.ledger.duplicate_groups.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let record = Arc::new(LedgerRecord {
+            schema_version: LEDGER_SCHEMA_VERSION,
+            seq,
+            id: m.id,
+            kind,
+            amount: m.amount,
+            currency: m.currency,
+            status: "succeeded",
+            payment_intent: m.payment_intent,
+            charge: m.charge,
+            idempotency_key: m.attempt.idempotency_key,
+            correlation_id: self.correlation_id.clone(),
+            request_id: m.attempt.request_id,
+            fault: m.attempt.fault,
+            duplicate,
+            created_ms: now_ms(),
+        });
+        self.shard.records.push(record.clone());
+        record
+    }
+
+    pub fn append_over_refund(&mut self, o: OverRefund) {
+        self.shard.over_refunds.push(o);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn charge(ledger: &Ledger, corr: Option<&str>, amount: u64) -> Arc<LedgerRecord> {
+        let c = corr.map(CorrelationId::new);
+        let id = ChargeId::generate();
+        let mut e = ledger.entry(c.as_ref(), id.as_str());
+        e.append(
+            MovementKind::Charge,
+            Movement {
+                id: MovementId::Charge(id),
+                amount,
+                currency: "usd",
+                payment_intent: None,
+                charge: None,
+                attempt: Attempt {
+                    request_id: RequestId::generate(),
+                    idempotency_key: None,
+                    fault: None,
+                },
+            },
+        )
+    }
+
+    #[test]
+    fn second_capture_for_one_correlation_id_is_a_duplicate_group() {
+        let l = Ledger::default();
+        assert!(!charge(&l, Some("o-1"), 1000).duplicate);
+        assert!(!charge(&l, Some("o-2"), 500).duplicate);
+        assert!(charge(&l, Some("o-1"), 1000).duplicate);
+        assert!(!charge(&l, None, 700).duplicate);
+        assert!(!charge(&l, None, 700).duplicate);
+        let s = l.summary();
+        assert_eq!(s["charges"], 5);
+        assert_eq!(s["duplicate_group_count"], 1);
+        assert_eq!(s["duplicate_groups"][0]["correlation_id"], "o-1");
+        assert_eq!(s["duplicate_groups"][0]["extra_amount"], 1000);
+        assert_eq!(s["captured"]["usd"], 3900);
+        assert_eq!(l.duplicate_group_count(), 1);
+    }
+
+    #[test]
+    fn records_filter_by_prefix_and_keep_append_order() {
+        let l = Ledger::default();
+        for i in 0..50 {
+            charge(&l, Some(&format!("run-a-{i}")), 100);
+            charge(&l, Some(&format!("run-b-{i}")), 100);
+        }
+        let f = RecordFilter {
+            correlation_prefix: Some("run-a-".into()),
+            since_ms: None,
+        };
+        let recs = l.records(&f);
+        assert_eq!(recs.len(), 50);
+        assert!(recs.windows(2).all(|w| w[0].seq < w[1].seq));
+        let future = RecordFilter {
+            correlation_prefix: None,
+            since_ms: Some(now_ms() + 60_000),
+        };
+        assert!(l.records(&future).is_empty());
+        l.clear();
+        assert!(l.records(&RecordFilter::default()).is_empty());
+    }
+
+    #[test]
+    fn concurrent_charges_for_one_order_are_all_recorded() {
+        let l = Arc::new(Ledger::default());
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..100 {
+                        charge(&l, Some("hot"), 100);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let recs = l.records(&RecordFilter::default());
+        assert_eq!(recs.len(), 800);
+        assert_eq!(recs.iter().filter(|r| !r.duplicate).count(), 1);
+        assert_eq!(l.summary()["duplicate_groups"][0]["charge_count"], 800);
+    }
+}

@@ -1,0 +1,338 @@
+//! Request parameters as Stripe sends them.
+//!
+//! Stripe clients send `application/x-www-form-urlencoded` bodies with bracket notation
+//! (`metadata[order_id]=42`, `expand[]=latest_charge`, `items[0][price]=…`); others send
+//! JSON. Both are turned into one [`Params`] tree (a JSON object), so every endpoint
+//! validates one shape, and the idempotency fingerprint is computed over one canonical
+//! form: keys are kept sorted, so reordered form fields are the same request. Typed
+//! getters turn a missing or ill-typed parameter into a Stripe-shaped error naming it.
+
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+
+/// Most parameters (leaves) a single request may carry.
+pub const MAX_PARAMS: usize = 1_000;
+/// Deepest bracket nesting accepted (`a[b][c]…`).
+pub const MAX_DEPTH: usize = 8;
+
+/// A request's parameters: always a JSON object at the top level.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Params(Map<String, Value>);
+
+impl Params {
+    /// Parses a form-encoded body or query string with Stripe's bracket notation.
+    pub fn from_form(input: &[u8]) -> Result<Self, ApiError> {
+        let mut root = Value::Object(Map::new());
+        let mut count = 0usize;
+        for (name, value) in form_urlencoded::parse(input) {
+            if name.is_empty() {
+                continue;
+            }
+            count += 1;
+            if count > MAX_PARAMS {
+                return Err(ApiError::invalid_request(
+                    format!("Too many parameters: at most {MAX_PARAMS} are accepted."),
+                    None,
+                ));
+            }
+            let path = split_brackets(&name)?;
+            insert_path(&mut root, &name, &path, Value::String(value.into_owned()))?;
+        }
+        Ok(Self(into_object(root)))
+    }
+
+    /// Parses a JSON body; the top level must be an object.
+    pub fn from_json(input: &[u8]) -> Result<Self, ApiError> {
+        if input.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self::default());
+        }
+        match serde_json::from_slice::<Value>(input) {
+            Ok(Value::Object(map)) => Ok(Self(map)),
+            Ok(_) => Err(ApiError::invalid_request(
+                "Invalid JSON body: the top level must be an object.",
+                None,
+            )),
+            Err(e) => Err(ApiError::invalid_request(format!("Invalid JSON body: {e}."), None)),
+        }
+    }
+
+    /// The canonical byte form used for fingerprints: JSON with sorted keys, scalars
+    /// as strings (a form sends `amount=100`, a JSON body `"amount":100`; both mean one thing).
+    pub fn canonical(&self) -> Vec<u8> {
+        fn canon(v: &Value) -> Value {
+            match v {
+                Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
+                Value::Array(a) => Value::Array(a.iter().map(canon).collect()),
+                Value::String(_) | Value::Null => v.clone(),
+                Value::Bool(b) => Value::String(b.to_string()),
+                Value::Number(n) => Value::String(n.to_string()),
+            }
+        }
+        let sorted: Map<String, Value> = self.0.iter().map(|(k, v)| (k.clone(), canon(v))).collect();
+        serde_json::to_vec(&Value::Object(sorted)).unwrap_or_default()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name).filter(|v| !v.is_null())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// An optional string parameter; numbers and booleans are rejected.
+    pub fn opt_str(&self, name: &str) -> Result<Option<&str>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ApiError::invalid_param(
+                name,
+                format!("Invalid string: {name} must be a string."),
+            )),
+        }
+    }
+
+    pub fn req_str(&self, name: &str) -> Result<&str, ApiError> {
+        self.opt_str(name)?.ok_or_else(|| ApiError::missing_param(name))
+    }
+
+    /// An optional non-negative integer (a form value such as `"100"`, or a JSON number).
+    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        let invalid =
+            || ApiError::invalid_param(name, format!("Invalid integer: {name} must be a non-negative integer."));
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(invalid),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) => {
+                if s.bytes().all(|b| b.is_ascii_digit()) {
+                    s.parse::<u64>().map(Some).map_err(|_| invalid())
+                } else {
+                    Err(invalid())
+                }
+            }
+            Some(_) => Err(invalid()),
+        }
+    }
+
+    /// An optional boolean (`true`/`false` as a form string or a JSON boolean).
+    pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(Value::String(s)) if s == "true" => Ok(Some(true)),
+            Some(Value::String(s)) if s == "false" => Ok(Some(false)),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(_) => Err(ApiError::invalid_param(
+                name,
+                format!("Invalid boolean: {name} must be true or false."),
+            )),
+        }
+    }
+
+    /// An optional object parameter (`metadata[...]`, `automatic_payment_methods[...]`).
+    pub fn opt_object(&self, name: &str) -> Result<Option<&Map<String, Value>>, ApiError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m)),
+            // Stripe clears metadata with `metadata=`; treat an empty string as "none".
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(_) => Err(ApiError::invalid_param(
+                name,
+                format!("Invalid object: {name} must be a hash (e.g. {name}[key]=value)."),
+            )),
+        }
+    }
+
+    /// Looks a dotted path up (`metadata.order_id`), as text.
+    pub fn lookup_text(&self, path: &[String]) -> Option<String> {
+        let (first, rest) = path.split_first()?;
+        let mut cur = self.0.get(first)?;
+        for seg in rest {
+            cur = cur.as_object()?.get(seg)?;
+        }
+        match cur {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Splits `a[b][c]` into `["a", "b", "c"]`; `a[]` gives an empty last segment (append).
+fn split_brackets(name: &str) -> Result<Vec<&str>, ApiError> {
+    let malformed = || {
+        ApiError::invalid_request(
+            format!("Invalid parameter name: '{name}' has unbalanced brackets."),
+            Some(name.to_string()),
+        )
+    };
+    let Some(open) = name.find('[') else {
+        return Ok(vec![name]);
+    };
+    let mut out = vec![&name[..open]];
+    if out[0].is_empty() {
+        return Err(malformed());
+    }
+    let mut rest = &name[open..];
+    while !rest.is_empty() {
+        if !rest.starts_with('[') {
+            return Err(malformed());
+        }
+        let close = rest.find(']').ok_or_else(malformed)?;
+        out.push(&rest[1..close]);
+        rest = &rest[close + 1..];
+    }
+    if out.len() > MAX_DEPTH {
+        return Err(ApiError::invalid_request(
+            format!("Invalid parameter name: '{name}' is nested deeper than {MAX_DEPTH} levels."),
+            Some(name.to_string()),
+        ));
+    }
+    Ok(out)
+}
+
+fn insert_path(node: &mut Value, full: &str, path: &[&str], leaf: Value) -> Result<(), ApiError> {
+    let conflict = || {
+        ApiError::invalid_request(
+            format!("Invalid parameter: '{full}' mixes a value and a hash or list under one name."),
+            Some(full.to_string()),
+        )
+    };
+    let Some((seg, rest)) = path.split_first() else {
+        *node = leaf;
+        return Ok(());
+    };
+    // `[]` appends to a list; `[0]`, `[1]` … are kept as an object keyed by index and
+    // turned into lists once the whole body is read.
+    if seg.is_empty() {
+        if node.is_null() {
+            *node = Value::Array(Vec::new());
+        }
+        let Value::Array(list) = node else {
+            return Err(conflict());
+        };
+        if rest.is_empty() {
+            list.push(leaf);
+            return Ok(());
+        }
+        list.push(Value::Null);
+        let last = list.last_mut().expect("just pushed");
+        return insert_path(last, full, rest, leaf);
+    }
+    if node.is_null() {
+        *node = Value::Object(Map::new());
+    }
+    let Value::Object(map) = node else {
+        return Err(conflict());
+    };
+    let child = map.entry(seg.to_string()).or_insert(Value::Null);
+    if rest.is_empty() && (child.is_object() || child.is_array()) {
+        return Err(conflict());
+    }
+    if !rest.is_empty() && child.is_string() {
+        return Err(conflict());
+    }
+    insert_path(child, full, rest, leaf)
+}
+
+/// Turns objects whose keys are exactly 0..n into lists, recursively.
+fn into_object(root: Value) -> Map<String, Value> {
+    fn fix(v: Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let indexed = !m.is_empty() && (0..m.len()).all(|i| m.contains_key(&i.to_string()));
+                if indexed {
+                    let mut items: Vec<(usize, Value)> =
+                        m.into_iter().map(|(k, v)| (k.parse().unwrap_or(0), fix(v))).collect();
+                    items.sort_by_key(|(i, _)| *i);
+                    Value::Array(items.into_iter().map(|(_, v)| v).collect())
+                } else {
+                    Value::Object(m.into_iter().map(|(k, v)| (k, fix(v))).collect())
+                }
+            }
+            Value::Array(a) => Value::Array(a.into_iter().map(fix).collect()),
+            other => other,
+        }
+    }
+    match fix(root) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn form(s: &str) -> Params {
+        Params::from_form(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn bracket_notation_builds_nested_objects() {
+        let p = form("amount=2000&currency=usd&metadata[order_id]=o-1&automatic_payment_methods[enabled]=true");
+        assert_eq!(p.opt_u64("amount").unwrap(), Some(2000));
+        assert_eq!(p.opt_object("metadata").unwrap().unwrap()["order_id"], json!("o-1"));
+        assert_eq!(
+            p.lookup_text(&["metadata".into(), "order_id".into()]).as_deref(),
+            Some("o-1")
+        );
+    }
+
+    #[test]
+    fn lists_by_append_and_by_index() {
+        let p = form("expand[]=a&expand[]=b&items[1][price]=p2&items[0][price]=p1");
+        assert_eq!(p.get("expand").unwrap(), &json!(["a", "b"]));
+        assert_eq!(p.get("items").unwrap(), &json!([{"price":"p1"},{"price":"p2"}]));
+    }
+
+    #[test]
+    fn reordered_fields_and_json_share_one_fingerprint() {
+        let a = form("amount=100&currency=usd&metadata[b]=2&metadata[a]=1");
+        let b = form("metadata[a]=1&currency=usd&metadata[b]=2&amount=100");
+        let c = Params::from_json(br#"{"amount":100,"currency":"usd","metadata":{"a":"1","b":"2"}}"#).unwrap();
+        assert_eq!(a.canonical(), b.canonical());
+        assert_eq!(a.canonical(), c.canonical());
+        assert_ne!(
+            a.canonical(),
+            form("amount=101&currency=usd&metadata[b]=2&metadata[a]=1").canonical()
+        );
+    }
+
+    #[test]
+    fn malformed_names_and_conflicts_are_errors_naming_the_param() {
+        for bad in ["metadata[a=1", "[a]=1", "metadata[a]x=1", "a=1&a[b]=2", "a[b]=1&a=2"] {
+            let err = Params::from_form(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.status.as_u16(), 400, "{bad}");
+            assert!(err.param.is_some(), "{bad}");
+        }
+        let deep = format!("a{}=1", "[x]".repeat(MAX_DEPTH));
+        assert!(Params::from_form(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn typed_getters_name_the_param() {
+        let p = form("amount=12x&capture=maybe&currency=usd");
+        assert_eq!(p.opt_u64("amount").unwrap_err().param.as_deref(), Some("amount"));
+        assert_eq!(p.opt_bool("capture").unwrap_err().param.as_deref(), Some("capture"));
+        assert_eq!(
+            p.req_str("payment_method").unwrap_err().param.as_deref(),
+            Some("payment_method")
+        );
+        let j = Params::from_json(br#"{"amount":-5}"#).unwrap();
+        assert!(j.opt_u64("amount").is_err());
+        assert!(Params::from_json(b"[1,2]").is_err());
+        assert!(Params::from_json(b"{").is_err());
+    }
+
+    #[test]
+    fn too_many_params_is_an_error() {
+        let body: String = (0..=MAX_PARAMS).map(|i| format!("metadata[k{i}]=v&")).collect();
+        assert!(Params::from_form(body.as_bytes()).is_err());
+    }
+}
