@@ -1,5 +1,6 @@
 //! The `fauxpay` command line: parse the flags, then call into the library.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -71,6 +72,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve(args),

@@ -90,6 +90,13 @@ impl ApiError {
         e
     }
 
+    /// An id passed as a parameter that names no object: 400, as Stripe answers.
+    pub fn unknown_reference(kind: &str, id: &str, param: &str) -> Self {
+        let mut e = Self::unknown_object(kind, id, param);
+        e.status = StatusCode::BAD_REQUEST;
+        e
+    }
+
     pub fn unexpected_state(message: impl Into<String>) -> Self {
         Self::invalid_request(message, None)
             .with_code("payment_intent_unexpected_state")

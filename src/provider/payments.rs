@@ -570,7 +570,7 @@ impl Payments {
                 let intent = self
                     .intents
                     .get(&PaymentIntentId::from_client(pi))
-                    .ok_or_else(|| ApiError::unknown_object("payment_intent", pi, "payment_intent"))?;
+                    .ok_or_else(|| ApiError::unknown_reference("payment_intent", pi, "payment_intent"))?;
                 match (&intent.latest_charge, intent.status) {
                     (Some(c), IntentStatus::Succeeded) => c.clone(),
                     _ => {
@@ -598,7 +598,7 @@ impl Payments {
         let current = self
             .charges
             .get(&charge_id)
-            .ok_or_else(|| ApiError::unknown_object("charge", charge_id.as_str(), "charge"))?;
+            .ok_or_else(|| ApiError::unknown_reference("charge", charge_id.as_str(), "charge"))?;
         if !current.captured {
             return Err(ApiError::invalid_request(
                 format!("Charge {charge_id} has not been captured: there is nothing to refund."),
@@ -706,11 +706,11 @@ impl Payments {
                 ))
             }
             (Some(id), None) => Cursor::StartingAfter(
-                seq_of(id).ok_or_else(|| ApiError::unknown_object("object", id, "starting_after"))?,
+                seq_of(id).ok_or_else(|| ApiError::unknown_reference("object", id, "starting_after"))?,
             ),
-            (None, Some(id)) => {
-                Cursor::EndingBefore(seq_of(id).ok_or_else(|| ApiError::unknown_object("object", id, "ending_before"))?)
-            }
+            (None, Some(id)) => Cursor::EndingBefore(
+                seq_of(id).ok_or_else(|| ApiError::unknown_reference("object", id, "ending_before"))?,
+            ),
             (None, None) => Cursor::Start,
         };
         Ok(ListRequest { limit, cursor })
@@ -791,7 +791,7 @@ fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, ApiError> {
     if let Some(pm) = p.opt_str("payment_method")? {
         return TestCard::resolve(pm)
             .map(Some)
-            .ok_or_else(|| ApiError::unknown_object("PaymentMethod", pm, "payment_method"));
+            .ok_or_else(|| ApiError::unknown_reference("PaymentMethod", pm, "payment_method"));
     }
     if let Some(data) = p.opt_object("payment_method_data")? {
         let number = data.get("card").and_then(|c| c.get("number")).and_then(Value::as_str);
@@ -816,7 +816,7 @@ fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
         Some(_) => p.req_str("source")?,
         None => return Err(ApiError::missing_param("source")),
     };
-    TestCard::resolve(reference).ok_or_else(|| ApiError::unknown_object("source", reference, "source"))
+    TestCard::resolve(reference).ok_or_else(|| ApiError::unknown_reference("source", reference, "source"))
 }
 
 fn metadata(p: &Params) -> Result<Metadata, ApiError> {

@@ -1,0 +1,89 @@
+//! Helpers shared by the end-to-end tests: a provider on a free port and a client for it.
+#![allow(dead_code)]
+
+use fauxpay::provider::{Config, RunningProvider};
+use reqwest::{Client, RequestBuilder, Response};
+use serde_json::Value;
+
+pub const KEY: &str = "sk_test_fauxpay";
+
+pub struct Harness {
+    pub provider: RunningProvider,
+    pub client: Client,
+}
+
+impl Harness {
+    pub async fn start(config: Config) -> Self {
+        let provider = RunningProvider::start(config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .expect("provider starts");
+        Self {
+            provider,
+            client: Client::new(),
+        }
+    }
+
+    pub async fn default() -> Self {
+        Self::start(Config::default()).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.provider.url(), path)
+    }
+
+    pub fn post(&self, path: &str) -> RequestBuilder {
+        self.client.post(self.url(path)).bearer_auth(KEY)
+    }
+
+    pub fn get(&self, path: &str) -> RequestBuilder {
+        self.client.get(self.url(path)).bearer_auth(KEY)
+    }
+
+    /// POSTs a form body, optionally with an idempotency key.
+    pub async fn form(&self, path: &str, body: &str, key: Option<&str>) -> Response {
+        let mut rb = self
+            .post(path)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_string());
+        if let Some(k) = key {
+            rb = rb.header("Idempotency-Key", k);
+        }
+        rb.send().await.expect("request sent")
+    }
+
+    pub async fn ledger(&self, query: &str) -> Vec<Value> {
+        let text = self
+            .client
+            .get(self.url(&format!("/__fauxpay/ledger?{query}")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("ledger line is JSON"))
+            .collect()
+    }
+
+    pub async fn summary(&self) -> Value {
+        self.client
+            .get(self.url("/__fauxpay/summary"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+pub async fn json(resp: Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let body = resp.json().await.expect("JSON body");
+    (status, body)
+}
+
+pub fn charge_body(order: &str, pm: &str) -> String {
+    format!("amount=2000&currency=usd&confirm=true&payment_method={pm}&metadata[order_id]={order}")
+}
