@@ -20,6 +20,7 @@ pub mod objects;
 pub mod params;
 pub mod payments;
 pub mod search;
+pub mod server;
 pub mod shard;
 pub mod table;
 
@@ -122,7 +123,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(sweep_expired_keys(provider.idempotency.clone(), stop_rx));
     let app = http::router(provider);
-    let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+    let result = server::serve_connections(listener, app, shutdown).await;
     let _ = stop_tx.send(true);
     result
 }

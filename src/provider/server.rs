@@ -1,0 +1,125 @@
+//! The provider's HTTP server: the accept loop, one task per connection, graceful
+//! shutdown, and [`ConnControl`], which lets a handler end its own connection abruptly.
+//!
+//! Injected network faults need more than a response: `drop_response` closes the
+//! connection without sending a byte, `reset` closes it with a TCP RST (zero linger),
+//! `hang` holds it. A handler asks for that through the [`ConnControl`] in its request's
+//! extensions; the connection task then drops the HTTP connection (and so the socket)
+//! without writing anything. On shutdown, listening stops, idle connections close, and
+//! in-flight requests finish before [`serve_connections`] returns.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Notify};
+use tower_service::Service;
+
+/// How a handler wants its connection to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abort {
+    /// Close the connection (FIN) without sending a response byte.
+    Close,
+    /// Reset the connection (RST): the client sees ECONNRESET.
+    Reset,
+}
+
+/// A per-connection handle through which a handler can end the connection.
+#[derive(Default)]
+pub struct ConnControl {
+    abort: Mutex<Option<Abort>>,
+    notify: Notify,
+}
+
+impl ConnControl {
+    /// Ends the connection as `how` says; the handler's response is never sent.
+    pub fn abort(&self, how: Abort) {
+        *self.abort.lock() = Some(how);
+        self.notify.notify_one();
+    }
+
+    async fn aborted(&self) -> Abort {
+        loop {
+            if let Some(how) = *self.abort.lock() {
+                return how;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then waits for in-flight
+/// requests to finish.
+pub async fn serve_connections(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(connection(stream, app.clone(), stop_rx.clone(), done_tx.clone()));
+                }
+                Err(e) => {
+                    // Typically EMFILE: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            },
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    // Every connection task holds a sender; `None` means all have finished.
+    let _ = done_rx.recv().await;
+    Ok(())
+}
+
+async fn connection(stream: TcpStream, app: Router, mut stop: watch::Receiver<bool>, _done: mpsc::Sender<()>) {
+    let _ = stream.set_nodelay(true);
+    #[cfg(unix)]
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let control = Arc::new(ConnControl::default());
+    let service = {
+        let control = control.clone();
+        hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+            req.extensions_mut().insert(control.clone());
+            let mut app = app.clone();
+            async move { app.call(req).await }
+        })
+    };
+    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            how = control.aborted() => {
+                #[cfg(unix)]
+                if how == Abort::Reset {
+                    // SAFETY: `conn` owns the socket and is alive until this function
+                    // returns, so `fd` is open for the duration of this borrow.
+                    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                    let _ = socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO));
+                }
+                // Returning drops `conn` and closes the socket: FIN, or RST after zero linger.
+                return;
+            }
+            _ = stop.changed(), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
