@@ -4,4 +4,5 @@
 //! The crate's library is what the `fauxpay` binary runs; embedders and tests start a
 //! provider in-process with [`provider::RunningProvider::start`].
 
+pub mod faults;
 pub mod provider;
