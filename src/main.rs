@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use fauxpay::faults;
 use fauxpay::provider::{self, Config, CorrelationSource, DuplicatePolicy, IdempotencyMode, Provider};
 use tracing_subscriber::EnvFilter;
 
@@ -25,10 +26,29 @@ struct Cli {
 enum Command {
     /// Run the fake provider: Stripe's /v1 payment API with exact idempotency and a ledger.
     Serve(ServeArgs),
+    /// List the bundled fault profiles, or check profile files.
+    Profiles {
+        #[command(subcommand)]
+        command: ProfilesCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProfilesCommand {
+    /// The bundled fault profiles, with their descriptions.
+    List,
+    /// Validate fault profiles (files, or bundled names); one line per mistake, exit 2 on any.
+    Check {
+        #[arg(required = true)]
+        profiles: Vec<String>,
+    },
 }
 
 #[derive(clap::Args)]
 struct ServeArgs {
+    /// Fault profile: a bundled name (see `fauxpay profiles list`) or a path to a TOML file.
+    #[arg(long, default_value = "happy", env = "FAUXPAY_PROFILE")]
+    profile: String,
     /// Address to listen on; port 0 picks a free port (the start-up line says which).
     #[arg(long, default_value = "127.0.0.1:12111", env = "FAUXPAY_ADDR")]
     addr: SocketAddr,
@@ -76,6 +96,15 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Profiles {
+            command: ProfilesCommand::List,
+        } => {
+            list_profiles();
+            Ok(())
+        }
+        Command::Profiles {
+            command: ProfilesCommand::Check { profiles },
+        } => check_profiles(&profiles),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -86,8 +115,49 @@ fn main() -> ExitCode {
     }
 }
 
+/// Loads a profile by bundled name or path; its mistakes become one error, one line each.
+fn load_profile(name_or_path: &str) -> anyhow::Result<(faults::Profile, String)> {
+    let profile = faults::bundled::load(name_or_path).map_err(|e| anyhow::anyhow!(e.lines().join("\n")))?;
+    let source = match faults::bundled::text(name_or_path) {
+        Some(text) => text.to_string(),
+        None => std::fs::read_to_string(name_or_path).with_context(|| format!("reading {name_or_path}"))?,
+    };
+    Ok((profile, source))
+}
+
+fn list_profiles() {
+    for (name, _) in faults::bundled::BUNDLED {
+        match faults::bundled::load(name) {
+            Ok(p) => println!("{name:<18} {}", p.description),
+            Err(e) => println!("{name:<18} INVALID: {}", e.lines().join("; ")),
+        }
+    }
+}
+
+fn check_profiles(profiles: &[String]) -> anyhow::Result<()> {
+    let mut failed = false;
+    for p in profiles {
+        match faults::bundled::load(p) {
+            Ok(profile) => println!("{p}: ok ({}: {} rules)", profile.name, profile.rules.len()),
+            Err(e) => {
+                failed = true;
+                for line in e.lines() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+    if failed {
+        anyhow::bail!("invalid fault profile");
+    }
+    Ok(())
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (profile, profile_source) = load_profile(&args.profile)?;
     let config = Config {
+        profile,
+        profile_source,
         idempotency: args.idempotency,
         key_ttl: args.key_ttl,
         require_idempotency_key: args.require_idempotency_key,

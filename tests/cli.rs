@@ -8,7 +8,8 @@ fn fauxpay() -> Command {
 }
 
 /// Starts `fauxpay serve` on a free port and returns the child and its base URL, read
-/// from the start-up line.
+/// from the start-up line. The caller waits for the child.
+#[allow(clippy::zombie_processes)]
 fn spawn_serve(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildStderr>) {
     let mut child = fauxpay()
         .args(["serve", "--addr", "127.0.0.1:0"])

@@ -3,14 +3,18 @@
 //! `GET /__fauxpay/ledger` streams the ledger as JSON lines (the versioned contract the
 //! load generator reads; filters `correlation_prefix=` and `since=` in Unix seconds),
 //! `GET /__fauxpay/summary` gives counts, totals, duplicate groups and over-refunds,
-//! `POST /__fauxpay/reset` forgets everything, `GET /__fauxpay/health` answers probes.
+//! `POST /__fauxpay/reset` forgets everything, `GET /__fauxpay/health` answers probes,
+//! `GET`/`PUT /__fauxpay/profile` show and swap the fault profile (TOML or JSON; an
+//! invalid one is refused with its errors and the old one stays), and
+//! `GET /__fauxpay/requests` lists recent requests with their identity, attempt, fault
+//! and outcome.
 //! With `--admin-token`, every admin route but `health` requires that bearer token.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Request as RawRequest, State};
 use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -20,10 +24,13 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::error::ApiError;
+use super::error::ErrorType;
+use super::execute::error_response;
 use super::extract::ApiRequest;
-use super::http::error_response;
+use super::extract::MAX_BODY_BYTES;
 use super::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
 use super::Provider;
+use crate::faults;
 
 type AppState = Arc<Provider>;
 
@@ -35,6 +42,8 @@ pub fn router(provider: AppState) -> Router<AppState> {
         .route("/__fauxpay/ledger", get(ledger))
         .route("/__fauxpay/summary", get(summary))
         .route("/__fauxpay/reset", post(reset))
+        .route("/__fauxpay/profile", get(profile).put(swap_profile))
+        .route("/__fauxpay/requests", get(requests))
         .route("/metrics", get(metrics))
         .route_layer(middleware::from_fn_with_state(provider, admin_auth));
     Router::new().route("/__fauxpay/health", get(health)).merge(guarded)
@@ -106,6 +115,75 @@ async fn reset(State(app): State<AppState>) -> Response {
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {
-    let body = app.metrics.render(&app.payments.ledger);
+    let body = app.metrics.render(&app.payments.ledger, &app.faults.counts());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn profile(State(app): State<AppState>) -> Response {
+    let active = app.faults.active();
+    Json(json!({
+        "profile": active.engine.profile(),
+        "source": active.source,
+        "activated_ms": active.activated_ms,
+        "key_ttl_ms": app.idempotency.ttl().as_millis() as u64,
+    }))
+    .into_response()
+}
+
+async fn swap_profile(State(app): State<AppState>, req: RawRequest) -> Response {
+    let bytes = match axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error_response(&ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorType::InvalidRequestError,
+                format!("A profile may be at most {MAX_BODY_BYTES} bytes."),
+            ))
+        }
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return error_response(&ApiError::invalid_request(
+            "The profile must be UTF-8 text (TOML or JSON).",
+            None,
+        ));
+    };
+    match faults::parse_profile_text("request body", text) {
+        Ok(profile) => {
+            app.swap_profile(profile, text.to_string());
+            profile_response(&app)
+        }
+        Err(e) => {
+            let lines = e.lines();
+            let mut err = ApiError::invalid_request(lines.join("; "), Some("profile".into()));
+            err = err.with_extra("errors", json!(lines));
+            error_response(&err)
+        }
+    }
+}
+
+fn profile_response(app: &Provider) -> Response {
+    let active = app.faults.active();
+    Json(json!({"profile": active.engine.profile(), "activated_ms": active.activated_ms})).into_response()
+}
+
+async fn requests(State(app): State<AppState>, req: ApiRequest) -> Response {
+    let params = &req.params;
+    let (limit, identity, prefix) = match (
+        params.opt_u64("limit"),
+        params.opt_str("identity"),
+        params.opt_str("correlation_prefix"),
+    ) {
+        (Ok(l), Ok(i), Ok(p)) => (
+            l.unwrap_or(100)
+                .min(super::fault_injection::REQUEST_LOG_CAPACITY as u64) as usize,
+            i,
+            p,
+        ),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return error_response(&e),
+    };
+    let records = app.faults.recent(limit, |r| {
+        identity.is_none_or(|i| &*r.identity == i)
+            && prefix.is_none_or(|p| r.correlation_id.as_ref().is_some_and(|c| c.as_str().starts_with(p)))
+    });
+    Json(json!({"object": "list", "data": records})).into_response()
 }

@@ -6,16 +6,19 @@
 //! `generic_decline`; and so on. [`TestCard::resolve`] maps anything a client may send
 //! (a `pm_card_…` id, a `tok_…` token, a raw card number) to one row of [`CARDS`].
 
-/// Why a card is declined: Stripe's error `code`, `decline_code` and message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use std::borrow::Cow;
+
+/// Why a card is declined: Stripe's error `code`, `decline_code` and message (static
+/// for the test cards, owned when a fault profile chooses them).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decline {
-    pub code: &'static str,
-    pub decline_code: &'static str,
-    pub message: &'static str,
+    pub code: Cow<'static, str>,
+    pub decline_code: Cow<'static, str>,
+    pub message: Cow<'static, str>,
 }
 
 /// One test card.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestCard {
     /// The `pm_card_…` name (without the prefix).
     pub name: &'static str,
@@ -48,9 +51,9 @@ const fn declined(
         brand: "visa",
         funding: "credit",
         decline: Some(Decline {
-            code,
-            decline_code,
-            message,
+            code: Cow::Borrowed(code),
+            decline_code: Cow::Borrowed(decline_code),
+            message: Cow::Borrowed(message),
         }),
     }
 }
@@ -176,13 +179,15 @@ mod tests {
         let d = TestCard::resolve("pm_card_chargeDeclinedInsufficientFunds")
             .unwrap()
             .decline
+            .clone()
             .unwrap();
-        assert_eq!((d.code, d.decline_code), ("card_declined", "insufficient_funds"));
-        let d = TestCard::resolve("4000000000000002").unwrap().decline.unwrap();
+        assert_eq!((&*d.code, &*d.decline_code), ("card_declined", "insufficient_funds"));
+        let d = TestCard::resolve("4000000000000002").unwrap().decline.clone().unwrap();
         assert_eq!(d.decline_code, "generic_decline");
         let d = TestCard::resolve("pm_card_chargeDeclinedExpiredCard")
             .unwrap()
             .decline
+            .clone()
             .unwrap();
         assert_eq!(d.code, "expired_card");
     }

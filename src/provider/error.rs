@@ -7,6 +7,8 @@
 //! under the idempotency key and replayed) or before it (a validation failure: never
 //! stored), which is the line Stripe draws.
 
+use std::borrow::Cow;
+
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
@@ -36,8 +38,8 @@ impl ErrorType {
 pub struct ApiError {
     pub status: StatusCode,
     pub kind: ErrorType,
-    pub code: Option<&'static str>,
-    pub decline_code: Option<&'static str>,
+    pub code: Option<Cow<'static, str>>,
+    pub decline_code: Option<Cow<'static, str>>,
     pub message: String,
     pub param: Option<String>,
     /// Extra fields of the error object (`payment_intent`, `charge`, …).
@@ -107,8 +109,8 @@ impl ApiError {
         Self::new(StatusCode::UNAUTHORIZED, ErrorType::InvalidRequestError, message)
     }
 
-    pub fn with_code(mut self, code: &'static str) -> Self {
-        self.code = Some(code);
+    pub fn with_code(mut self, code: impl Into<Cow<'static, str>>) -> Self {
+        self.code = Some(code.into());
         self
     }
 
@@ -140,7 +142,7 @@ impl ApiError {
             "message": self.message,
         });
         let obj = error.as_object_mut().expect("object literal");
-        if let Some(code) = self.code {
+        if let Some(code) = &self.code {
             obj.insert("code".into(), json!(code));
             obj.insert(
                 "doc_url".into(),
@@ -150,7 +152,7 @@ impl ApiError {
                 )),
             );
         }
-        if let Some(d) = self.decline_code {
+        if let Some(d) = &self.decline_code {
             obj.insert("decline_code".into(), json!(d));
         }
         if let Some(p) = &self.param {

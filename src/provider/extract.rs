@@ -12,10 +12,11 @@ use axum::http::{header, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, ErrorType};
-use super::http::error_response;
+use super::execute::error_response;
 use super::idempotency::Mode;
 use super::ids::{ApiKey, IdempotencyKey, RequestId};
 use super::params::Params;
+use super::server::ConnControl;
 use super::Provider;
 use std::sync::Arc;
 
@@ -30,6 +31,10 @@ pub struct ApiRequest {
     pub path: String,
     pub idempotency_key: Option<IdempotencyKey>,
     pub params: Params,
+    /// The `Fauxpay-Fault` header: a fault this request forces on itself.
+    pub forced_fault: Option<String>,
+    /// The connection the request came on, for faults that break it.
+    pub connection: Option<Arc<ConnControl>>,
 }
 
 /// The rejection of [`ApiRequest`]: a Stripe-shaped error response.
@@ -94,13 +99,23 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
                 None => None,
             }
         };
+        let forced_fault = parts
+            .headers
+            .get("fauxpay-fault")
+            .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
         Ok(Self {
             request_id,
             api_key,
             method: parts.method,
-            path: parts.uri.path().to_string(),
+            // Nested routers see a stripped path; the original one names the endpoint.
+            path: parts
+                .extensions
+                .get::<axum::extract::OriginalUri>()
+                .map_or_else(|| parts.uri.path().to_string(), |o| o.path().to_string()),
             idempotency_key,
             params,
+            forced_fault,
+            connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
         })
     }
 }

@@ -15,21 +15,16 @@ use axum::body::Body;
 use axum::extract::{MatchedPath, Path, State};
 use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use base64::Engine;
-use bytes::Bytes;
-use serde_json::Value;
 use tower_http::catch_panic::CatchPanicLayer;
 
 use super::error::{ApiError, ErrorType};
+use super::execute::{error_response, execute, Access};
 use super::extract::ApiRequest;
-use super::idempotency::{Begin, Fingerprint, Mode, StoredResponse};
 use super::ids::{ApiKey, RequestId};
-use super::ledger::Attempt;
-use super::metrics::Metrics;
-use super::payments::Payments;
 use super::{admin, Provider};
 
 type AppState = Arc<Provider>;
@@ -64,122 +59,6 @@ pub fn router(provider: AppState) -> Router {
             ))
         }))
         .with_state(provider)
-}
-
-/// Runs `op` under Stripe's idempotency semantics and turns its result into a response.
-fn execute(
-    app: &Provider,
-    req: ApiRequest,
-    op: impl FnOnce(&Payments, &ApiRequest, &Attempt) -> Result<Value, ApiError>,
-) -> Response {
-    let attempt = Attempt {
-        request_id: req.request_id.clone(),
-        idempotency_key: req.idempotency_key.clone(),
-        fault: None,
-    };
-    let Some(key) = req.idempotency_key.clone() else {
-        return json_result(op(&app.payments, &req, &attempt));
-    };
-    let fingerprint = Fingerprint::of(req.method.as_str(), &req.path, &req.params);
-    let claim = match app.idempotency.begin(&req.api_key, &key, fingerprint, Instant::now()) {
-        Begin::Proceed(claim) => claim,
-        Begin::Replay(stored) => {
-            Metrics::bump(&app.metrics.replays);
-            return stored_response(&stored, Some(key.as_str()), true);
-        }
-        Begin::InUse => {
-            Metrics::bump(&app.metrics.in_flight_conflicts);
-            let e = ApiError::new(
-                StatusCode::CONFLICT,
-                ErrorType::IdempotencyError,
-                "There is currently another in-progress request using this Idempotency Key (probably means you sent two requests at once). Try again later.",
-            )
-            .with_code("idempotency_key_in_use")
-            .retry_hint(true);
-            return error_response(&e);
-        }
-        Begin::Mismatch => {
-            Metrics::bump(&app.metrics.key_mismatches);
-            let status = match app.config.idempotency {
-                Mode::Stripe => StatusCode::BAD_REQUEST,
-                Mode::Ietf => StatusCode::UNPROCESSABLE_ENTITY,
-            };
-            let e = ApiError::new(
-                status,
-                ErrorType::IdempotencyError,
-                format!(
-                    "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{}' if you meant to execute a different request.",
-                    key.as_str()
-                ),
-            )
-            .retry_hint(false);
-            return error_response(&e);
-        }
-    };
-    match op(&app.payments, &req, &attempt) {
-        // Validation failures are not stored: dropping the claim frees the key.
-        Err(e) if !e.executed => error_response(&e),
-        result => {
-            let stored = Arc::new(to_stored(result, &req.request_id));
-            claim.complete(stored.clone());
-            stored_response(&stored, Some(key.as_str()), false)
-        }
-    }
-}
-
-fn to_stored(result: Result<Value, ApiError>, request_id: &RequestId) -> StoredResponse {
-    let (status, body, should_retry) = match result {
-        Ok(v) => (200, v, None),
-        Err(e) => (e.status.as_u16(), e.body(), e.should_retry),
-    };
-    StoredResponse {
-        status,
-        body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-        request_id: request_id.clone(),
-        should_retry,
-    }
-}
-
-fn stored_response(stored: &StoredResponse, key: Option<&str>, replayed: bool) -> Response {
-    let mut resp = Response::new(Body::from(stored.body.clone()));
-    *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(k) = key.and_then(|k| HeaderValue::from_str(k).ok()) {
-        h.insert("idempotency-key", k);
-    }
-    if let Some(retry) = stored.should_retry {
-        h.insert(
-            "stripe-should-retry",
-            HeaderValue::from_static(if retry { "true" } else { "false" }),
-        );
-    }
-    if replayed {
-        h.insert("idempotent-replayed", HeaderValue::from_static("true"));
-        if let Ok(v) = HeaderValue::from_str(stored.request_id.as_str()) {
-            h.insert("original-request", v);
-        }
-    }
-    resp
-}
-
-fn json_result(result: Result<Value, ApiError>) -> Response {
-    match result {
-        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
-        Err(e) => error_response(&e),
-    }
-}
-
-/// A Stripe-shaped error response (with `Stripe-Should-Retry` when the error has a hint).
-pub fn error_response(e: &ApiError) -> Response {
-    let mut resp = (e.status, axum::Json(e.body())).into_response();
-    if let Some(retry) = e.should_retry {
-        resp.headers_mut().insert(
-            "stripe-should-retry",
-            HeaderValue::from_static(if retry { "true" } else { "false" }),
-        );
-    }
-    resp
 }
 
 async fn not_found(req: Request<Body>) -> Response {
@@ -278,66 +157,31 @@ pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<A
     }
 }
 
-// ---- handlers: one line each, over `Payments` ----
-
-async fn create_intent(State(app): State<AppState>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, a| p.create_intent(&r.params, a))
+/// Declares thin handlers: each runs one `Payments` method through [`execute`].
+macro_rules! handlers {
+    ($($name:ident($($id:ident)?) => $access:ident |$p:ident, $r:ident, $a:ident| $body:expr;)*) => {$(
+        async fn $name(State(app): State<AppState>, $(Path($id): Path<String>,)? req: ApiRequest) -> Response {
+            execute(&app, req, Access::$access, |$p, $r, $a| $body).await
+        }
+    )*};
 }
 
-async fn confirm_intent(State(app): State<AppState>, Path(id): Path<String>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, a| p.confirm_intent(&id, &r.params, a))
-}
-
-async fn capture_intent(State(app): State<AppState>, Path(id): Path<String>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, a| p.capture_intent(&id, &r.params, a))
-}
-
-async fn cancel_intent(State(app): State<AppState>, Path(id): Path<String>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, _| p.cancel_intent(&id, &r.params))
-}
-
-async fn retrieve_intent(State(app): State<AppState>, Path(id): Path<String>) -> Response {
-    json_result(app.payments.retrieve_intent(&id))
-}
-
-async fn list_intents(State(app): State<AppState>, req: ApiRequest) -> Response {
-    json_result(app.payments.list_intents(&req.params))
-}
-
-async fn search_intents(State(app): State<AppState>, req: ApiRequest) -> Response {
-    json_result(app.payments.search_intents(&req.params))
-}
-
-async fn create_charge(State(app): State<AppState>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, a| p.create_charge(&r.params, a))
-}
-
-async fn capture_charge(State(app): State<AppState>, Path(id): Path<String>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, a| p.capture_charge(&id, &r.params, a))
-}
-
-async fn retrieve_charge(State(app): State<AppState>, Path(id): Path<String>) -> Response {
-    json_result(app.payments.retrieve_charge(&id))
-}
-
-async fn list_charges(State(app): State<AppState>, req: ApiRequest) -> Response {
-    json_result(app.payments.list_charges(&req.params))
-}
-
-async fn search_charges(State(app): State<AppState>, req: ApiRequest) -> Response {
-    json_result(app.payments.search_charges(&req.params))
-}
-
-async fn create_refund(State(app): State<AppState>, req: ApiRequest) -> Response {
-    execute(&app, req, |p, r, a| p.create_refund(&r.params, a))
-}
-
-async fn retrieve_refund(State(app): State<AppState>, Path(id): Path<String>) -> Response {
-    json_result(app.payments.retrieve_refund(&id))
-}
-
-async fn list_refunds(State(app): State<AppState>, req: ApiRequest) -> Response {
-    json_result(app.payments.list_refunds(&req.params))
+handlers! {
+    create_intent() => Write |p, r, a| p.create_intent(&r.params, a);
+    confirm_intent(id) => Write |p, r, a| p.confirm_intent(&id, &r.params, a);
+    capture_intent(id) => Write |p, r, a| p.capture_intent(&id, &r.params, a);
+    cancel_intent(id) => Write |p, r, _a| p.cancel_intent(&id, &r.params);
+    retrieve_intent(id) => Read |p, _r, _a| p.retrieve_intent(&id);
+    list_intents() => Read |p, r, _a| p.list_intents(&r.params);
+    search_intents() => Read |p, r, _a| p.search_intents(&r.params);
+    create_charge() => Write |p, r, a| p.create_charge(&r.params, a);
+    capture_charge(id) => Write |p, r, a| p.capture_charge(&id, &r.params, a);
+    retrieve_charge(id) => Read |p, _r, _a| p.retrieve_charge(&id);
+    list_charges() => Read |p, r, _a| p.list_charges(&r.params);
+    search_charges() => Read |p, r, _a| p.search_charges(&r.params);
+    create_refund() => Write |p, r, a| p.create_refund(&r.params, a);
+    retrieve_refund(id) => Read |p, _r, _a| p.retrieve_refund(&id);
+    list_refunds() => Read |p, r, _a| p.list_refunds(&r.params);
 }
 
 #[cfg(test)]

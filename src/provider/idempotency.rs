@@ -88,7 +88,8 @@ pub enum Begin {
 /// The store of idempotency keys.
 pub struct IdempotencyStore {
     shards: Sharded<HashMap<ScopedKey, Record>>,
-    ttl: Duration,
+    /// The TTL in milliseconds (a fault profile may change it at run time).
+    ttl_ms: AtomicU64,
     next_token: AtomicU64,
 }
 
@@ -96,17 +97,21 @@ impl IdempotencyStore {
     pub fn new(ttl: Duration) -> Arc<Self> {
         Arc::new(Self {
             shards: Sharded::default(),
-            ttl,
+            ttl_ms: AtomicU64::new(ttl.as_millis() as u64),
             next_token: AtomicU64::new(1),
         })
     }
 
     pub fn ttl(&self) -> Duration {
-        self.ttl
+        Duration::from_millis(self.ttl_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn set_ttl(&self, ttl: Duration) {
+        self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
     }
 
     fn expired(&self, r: &Record, now: Instant) -> bool {
-        matches!(r.state, State::Done(_)) && now.saturating_duration_since(r.created) >= self.ttl
+        matches!(r.state, State::Done(_)) && now.saturating_duration_since(r.created) >= self.ttl()
     }
 
     /// Looks `key` up for a request with `fingerprint`, claiming it if it is free.

@@ -17,6 +17,7 @@ use parking_lot::MutexGuard;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 
+use super::attempt::Attempt;
 use super::ids::{ChargeId, CorrelationId, IdempotencyKey, PaymentIntentId, RefundId, RequestId};
 use super::shard::Sharded;
 
@@ -56,15 +57,6 @@ pub struct Movement {
     /// For a refund: the charge it refunds.
     pub charge: Option<ChargeId>,
     pub attempt: Attempt,
-}
-
-/// The request a movement came from.
-#[derive(Debug, Clone)]
-pub struct Attempt {
-    pub request_id: RequestId,
-    pub idempotency_key: Option<IdempotencyKey>,
-    /// The fault applied to the request, if any (e.g. `drop_response after_commit`).
-    pub fault: Option<Arc<str>>,
 }
 
 /// One money movement, as served by `GET /__fauxpay/ledger`.
@@ -360,11 +352,7 @@ mod tests {
                 currency: "usd",
                 payment_intent: None,
                 charge: None,
-                attempt: Attempt {
-                    request_id: RequestId::generate(),
-                    idempotency_key: None,
-                    fault: None,
-                },
+                attempt: Attempt::plain(RequestId::generate(), None),
             },
         )
     }

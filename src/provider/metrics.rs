@@ -31,6 +31,8 @@ pub struct Metrics {
     pub replays: AtomicU64,
     pub in_flight_conflicts: AtomicU64,
     pub key_mismatches: AtomicU64,
+    /// `/v1` requests being executed right now.
+    pub in_flight: AtomicU64,
     buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
     latency_sum_us: AtomicU64,
@@ -57,8 +59,14 @@ impl Metrics {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a request as in flight until the guard is dropped (also when cancelled).
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(&self.in_flight)
+    }
+
     /// The Prometheus text exposition of every metric.
-    pub fn render(&self, ledger: &Ledger) -> String {
+    pub fn render(&self, ledger: &Ledger, faults: &[((&'static str, &'static str), u64)]) -> String {
         let mut out = String::with_capacity(4096);
         let mut rows: Vec<(RequestLabel, u64)> = Vec::new();
         for shard in self.requests.iter() {
@@ -113,9 +121,18 @@ impl Metrics {
         }
         let _ = writeln!(
             out,
+            "# HELP fauxpay_api_requests_in_flight API requests being executed (held and delayed ones included).\n# TYPE fauxpay_api_requests_in_flight gauge\nfauxpay_api_requests_in_flight {}",
+            self.in_flight.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
             "# HELP fauxpay_duplicate_groups Correlation ids with more than one captured charge.\n# TYPE fauxpay_duplicate_groups gauge\nfauxpay_duplicate_groups {}",
             ledger.duplicate_group_count()
         );
+        out.push_str("# HELP fauxpay_faults_total Faults injected, by kind and by when they acted.\n# TYPE fauxpay_faults_total counter\n");
+        for ((kind, when), v) in faults {
+            let _ = writeln!(out, "fauxpay_faults_total{{kind=\"{kind}\",when=\"{when}\"}} {v}");
+        }
         out.push_str("# HELP fauxpay_request_duration_seconds Time to answer a request.\n# TYPE fauxpay_request_duration_seconds histogram\n");
         let mut cumulative = 0;
         for (i, b) in BUCKETS.iter().enumerate() {
@@ -137,6 +154,15 @@ impl Metrics {
     }
 }
 
+/// Decrements the in-flight gauge when dropped.
+pub struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -151,9 +177,10 @@ mod tests {
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(3));
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(30));
         Metrics::bump(&m.replays);
-        let text = m.render(&Ledger::default());
+        let text = m.render(&Ledger::default(), &[(("reset", "after_commit"), 3)]);
         assert!(text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"));
         assert!(text.contains("fauxpay_idempotent_replays_total 1"));
+        assert!(text.contains("fauxpay_faults_total{kind=\"reset\",when=\"after_commit\"} 3"));
         assert!(text.contains("fauxpay_request_duration_seconds_bucket{le=\"0.005\"} 1"));
         assert!(text.contains("fauxpay_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
     }

@@ -116,11 +116,11 @@ mod tests {
         let usd = Currency::parse("usd").unwrap();
         assert_eq!(check_amount("amount", 50, usd).unwrap(), 50);
         assert_eq!(
-            check_amount("amount", 49, usd).unwrap_err().code,
+            check_amount("amount", 49, usd).unwrap_err().code.as_deref(),
             Some("amount_too_small")
         );
         assert_eq!(
-            check_amount("amount", 100_000_000, usd).unwrap_err().code,
+            check_amount("amount", 100_000_000, usd).unwrap_err().code.as_deref(),
             Some("amount_too_large")
         );
         assert!(check_amount("amount", 0, usd).is_err());

@@ -5,6 +5,7 @@
 //! does not model, so Stripe's SDKs deserialise them unchanged. The structs hold state
 //! only; the rules that move it live in `payments`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -62,9 +63,9 @@ pub enum CaptureMethod {
 pub struct LastPaymentError {
     #[serde(rename = "type")]
     pub kind: &'static str,
-    pub code: &'static str,
-    pub decline_code: &'static str,
-    pub message: &'static str,
+    pub code: Cow<'static, str>,
+    pub decline_code: Cow<'static, str>,
+    pub message: Cow<'static, str>,
     pub charge: ChargeId,
     pub doc_url: String,
 }
@@ -73,9 +74,9 @@ impl LastPaymentError {
     pub fn from_decline(d: &Decline, charge: ChargeId) -> Self {
         Self {
             kind: "card_error",
-            code: d.code,
-            decline_code: d.decline_code,
-            message: d.message,
+            code: d.code.clone(),
+            decline_code: d.decline_code.clone(),
+            message: d.message.clone(),
             charge,
             doc_url: format!("https://stripe.com/docs/error-codes/{}", d.code.replace('_', "-")),
         }
@@ -162,8 +163,8 @@ pub struct Charge {
     pub description: Option<String>,
     pub disputed: bool,
     pub failure_balance_transaction: Option<String>,
-    pub failure_code: Option<&'static str>,
-    pub failure_message: Option<&'static str>,
+    pub failure_code: Option<Cow<'static, str>>,
+    pub failure_message: Option<Cow<'static, str>>,
     pub fraud_details: Value,
     pub livemode: bool,
     pub metadata: Metadata,
@@ -194,6 +195,8 @@ pub struct NewCharge<'a> {
     pub amount: u64,
     pub currency: &'static str,
     pub card: &'static TestCard,
+    /// Why the issuer declines, if it does (the card's own decline, or a forced one).
+    pub decline: Option<Decline>,
     pub capture: bool,
     pub payment_intent: Option<PaymentIntentId>,
     pub payment_method: Option<PaymentMethodId>,
@@ -205,7 +208,7 @@ pub struct NewCharge<'a> {
 impl Charge {
     /// A charge for `new`: succeeded (captured or only authorised) or failed.
     pub fn new(new: NewCharge<'_>) -> Self {
-        let decline = new.card.decline;
+        let decline = new.decline;
         let ok = decline.is_none();
         let captured = ok && new.capture;
         let card = new.card;
@@ -228,8 +231,8 @@ impl Charge {
             description: new.description,
             disputed: false,
             failure_balance_transaction: None,
-            failure_code: decline.map(|d| d.code),
-            failure_message: decline.map(|d| d.message),
+            failure_code: decline.as_ref().map(|d| d.code.clone()),
+            failure_message: decline.as_ref().map(|d| d.message.clone()),
             fraud_details: json!({}),
             livemode: false,
             metadata: new.metadata.clone(),

@@ -12,10 +12,11 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::cards::TestCard;
+use super::attempt::Attempt;
+use super::cards::{Decline, TestCard};
 use super::error::{ApiError, ErrorType};
 use super::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, RefundId};
-use super::ledger::{Attempt, Ledger, LedgerEntry, Movement, MovementId, MovementKind, OverRefund};
+use super::ledger::{Ledger, LedgerEntry, Movement, MovementId, MovementKind, OverRefund};
 use super::money::{check_amount, Currency};
 use super::objects::{
     now_unix, CaptureMethod, Charge, ChargeStatus, IntentStatus, LastPaymentError, Metadata, NewCharge, PaymentIntent,
@@ -269,10 +270,12 @@ impl Payments {
             self.ledger.note_blocked_duplicate();
             return Err(duplicate_decline());
         }
+        let decline = attempt.decline.clone().or_else(|| card.decline.clone());
         let charge = Charge::new(NewCharge {
             amount: pi.amount,
             currency: pi.currency,
             card,
+            decline: decline.clone(),
             capture: automatic,
             payment_intent: Some(pi.id.clone()),
             payment_method: pi.payment_method.clone(),
@@ -281,10 +284,10 @@ impl Payments {
             correlation_id: pi.correlation_id.clone(),
         });
         pi.latest_charge = Some(charge.id.clone());
-        if let Some(d) = card.decline {
+        if let Some(d) = decline {
             pi.status = IntentStatus::RequiresPaymentMethod;
             pi.last_payment_error = Some(LastPaymentError::from_decline(&d, charge.id.clone()));
-            let err = card_error(d.code, d.decline_code, d.message).with_extra("charge", json!(charge.id));
+            let err = card_error(&d).with_extra("charge", json!(charge.id));
             self.charges.insert(charge.id.clone(), Arc::new(charge));
             return Err(err);
         }
@@ -429,10 +432,12 @@ impl Payments {
         let capture = p.opt_bool("capture")?.unwrap_or(true);
         let metadata = metadata(p)?;
         let correlation_id = self.correlate.of(p);
+        let decline = attempt.decline.clone().or_else(|| card.decline.clone());
         let charge = Charge::new(NewCharge {
             amount,
             currency: currency.code(),
             card,
+            decline: decline.clone(),
             capture,
             payment_intent: None,
             payment_method: Some(PaymentMethodId::generate()),
@@ -441,8 +446,8 @@ impl Payments {
             correlation_id: correlation_id.clone(),
         });
         let mut entry = self.ledger.entry(correlation_id.as_ref(), charge.id.as_str());
-        if let Some(d) = card.decline {
-            let err = card_error(d.code, d.decline_code, d.message).with_extra("charge", json!(charge.id));
+        if let Some(d) = decline {
+            let err = card_error(&d).with_extra("charge", json!(charge.id));
             self.charges.insert(charge.id.clone(), Arc::new(charge));
             return Err(err);
         }
@@ -770,26 +775,32 @@ fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
 }
 
 /// A 402 card error, stored and replayed like any executed response.
-pub fn card_error(code: &'static str, decline_code: &'static str, message: &str) -> ApiError {
-    let mut e = ApiError::new(axum::http::StatusCode::PAYMENT_REQUIRED, ErrorType::CardError, message)
-        .with_code(code)
-        .executed();
-    e.decline_code = Some(decline_code);
+pub fn card_error(d: &Decline) -> ApiError {
+    let mut e = ApiError::new(
+        axum::http::StatusCode::PAYMENT_REQUIRED,
+        ErrorType::CardError,
+        d.message.clone(),
+    )
+    .with_code(d.code.clone())
+    .executed();
+    e.decline_code = Some(d.decline_code.clone());
     e
 }
 
 fn duplicate_decline() -> ApiError {
-    card_error(
-        "card_declined",
-        "duplicate_transaction",
-        "A transaction with identical amount and payment details was submitted very recently for this order (fauxpay --duplicates reject).",
-    )
+    card_error(&Decline {
+        code: "card_declined".into(),
+        decline_code: "duplicate_transaction".into(),
+        message: "A transaction with identical amount and payment details was submitted very recently for this order (fauxpay --duplicates reject).".into(),
+    })
 }
 
 /// The test card named by `payment_method` (or `payment_method_data[card][number]`).
 fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, ApiError> {
     if let Some(pm) = p.opt_str("payment_method")? {
-        return TestCard::resolve(pm)
+        // A magic `pm_fault_…` method charges its underlying test card.
+        let card = crate::faults::forced_by_payment_method(pm).map_or(pm, |(_, card)| card);
+        return TestCard::resolve(card)
             .map(Some)
             .ok_or_else(|| ApiError::unknown_reference("PaymentMethod", pm, "payment_method"));
     }
@@ -797,8 +808,12 @@ fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, ApiError> {
         let number = data.get("card").and_then(|c| c.get("number")).and_then(Value::as_str);
         return match number {
             Some(n) => TestCard::resolve(n).map(Some).ok_or_else(|| {
-                card_error("incorrect_number", "incorrect_number", "Your card number is incorrect.")
-                    .with_param("payment_method_data[card][number]")
+                card_error(&Decline {
+                    code: "incorrect_number".into(),
+                    decline_code: "incorrect_number".into(),
+                    message: "Your card number is incorrect.".into(),
+                })
+                .with_param("payment_method_data[card][number]")
             }),
             None => Err(ApiError::missing_param("payment_method_data[card][number]")),
         };
@@ -921,11 +936,7 @@ mod tests {
     }
 
     fn attempt(key: &str) -> Attempt {
-        Attempt {
-            request_id: RequestId::generate(),
-            idempotency_key: IdempotencyKey::parse(key).ok(),
-            fault: None,
-        }
+        Attempt::plain(RequestId::generate(), IdempotencyKey::parse(key).ok())
     }
 
     fn form(s: &str) -> Params {
@@ -962,7 +973,7 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.status.as_u16(), 402);
-        assert_eq!(err.decline_code, Some("insufficient_funds"));
+        assert_eq!(err.decline_code.as_deref(), Some("insufficient_funds"));
         assert!(err.executed);
         let body = err.body();
         assert_eq!(body["error"]["payment_intent"]["status"], "requires_payment_method");
@@ -1005,7 +1016,7 @@ mod tests {
         let reject = payments(DuplicatePolicy::Reject);
         reject.create_intent(&body, &attempt("k1")).unwrap();
         let err = reject.create_intent(&body, &attempt("k2")).unwrap_err();
-        assert_eq!(err.decline_code, Some("duplicate_transaction"));
+        assert_eq!(err.decline_code.as_deref(), Some("duplicate_transaction"));
         assert_eq!(reject.ledger.summary()["duplicate_group_count"], 0);
         assert_eq!(reject.ledger.blocked_duplicates(), 1);
     }
@@ -1057,7 +1068,7 @@ mod tests {
         let declined = p
             .confirm_intent(id, &form("payment_method=pm_card_chargeDeclined"), &attempt("c1"))
             .unwrap_err();
-        assert_eq!(declined.decline_code, Some("generic_decline"));
+        assert_eq!(declined.decline_code.as_deref(), Some("generic_decline"));
         let ok = p
             .confirm_intent(id, &form("payment_method=pm_card_visa"), &attempt("c2"))
             .unwrap();

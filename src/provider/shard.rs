@@ -33,6 +33,11 @@ impl<T> Sharded<T> {
         self.parts[i].lock()
     }
 
+    /// Locks shard `i % SHARDS` (for round-robin use, such as a ring split across shards).
+    pub fn lock_index(&self, i: usize) -> MutexGuard<'_, T> {
+        self.parts[i % self.parts.len()].lock()
+    }
+
     /// Every shard in turn (for scans, summaries and resets; never on the hot path).
     pub fn iter(&self) -> impl Iterator<Item = &Mutex<T>> {
         self.parts.iter()

@@ -1,0 +1,33 @@
+//! The attempt: what the domain layer knows about the request an operation runs for.
+//!
+//! An [`Attempt`] carries the request id and idempotency key that the ledger records
+//! with every money movement, the label of the fault injected into the request (so a
+//! double charge can be explained after the fact), and a forced decline when a fault
+//! profile chose one in place of the card's own outcome.
+
+use std::sync::Arc;
+
+use super::cards::Decline;
+use super::ids::{IdempotencyKey, RequestId};
+
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub request_id: RequestId,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// The fault applied to the request, if any (e.g. `drop_response after_commit (rule 0)`).
+    pub fault: Option<Arc<str>>,
+    /// A decline forced by a fault, overriding the card's outcome.
+    pub decline: Option<Decline>,
+}
+
+impl Attempt {
+    /// An attempt with no fault acting on it.
+    pub fn plain(request_id: RequestId, idempotency_key: Option<IdempotencyKey>) -> Self {
+        Self {
+            request_id,
+            idempotency_key,
+            fault: None,
+            decline: None,
+        }
+    }
+}

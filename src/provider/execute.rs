@@ -1,0 +1,335 @@
+//! The life of one API request: faults before the commit, Stripe's idempotency layer,
+//! the operation itself, faults after the commit, and the request log.
+//!
+//! Every `/v1` handler calls [`execute`]. Before the commit a fault may delay the
+//! request, close or reset its connection, hold it, or answer a 5xx or a 429: nothing is
+//! charged and nothing is stored. Then writes go through the idempotency store (claim,
+//! run, store, replay; 409 in flight; 400/422 on a mismatch) and the operation runs.
+//! After the commit the money has moved and the response is stored; a fault may still
+//! keep it from the client (dropped, reset, held), dribble it, or replace it with a 5xx —
+//! which is then what the key replays, as Stripe stores its 500s.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::attempt::Attempt;
+use super::error::{ApiError, ErrorType};
+use super::extract::ApiRequest;
+use super::fault_injection::{retry_after_secs, Plan, PlanInput, RequestRecord};
+use super::idempotency::{Begin, Fingerprint, Mode, StoredResponse};
+use super::ledger::now_ms;
+use super::metrics::Metrics;
+use super::payments::Payments;
+use super::server::Abort;
+use super::Provider;
+use crate::faults::Fault;
+
+/// Whether an endpoint changes state (and so honours idempotency keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// Runs `op` for `req` with fault injection and idempotency, and answers.
+pub async fn execute(
+    app: &Provider,
+    req: ApiRequest,
+    access: Access,
+    op: impl FnOnce(&Payments, &ApiRequest, &Attempt) -> Result<Value, ApiError>,
+) -> Response {
+    let _in_flight = app.metrics.in_flight();
+    let correlation_id = app.payments.correlate.of(&req.params);
+    let plan = match app.faults.plan(&PlanInput {
+        method: req.method.as_str(),
+        path: &req.path,
+        params: &req.params,
+        idempotency_key: req.idempotency_key.as_ref(),
+        correlation_id: correlation_id.as_ref(),
+        forced: req.forced_fault.as_deref(),
+    }) {
+        Ok(plan) => plan,
+        Err(e) => return error_response(&e),
+    };
+    let mut record = RequestRecord {
+        seq: 0,
+        request_id: req.request_id.clone(),
+        time_ms: now_ms(),
+        method: req.method.to_string(),
+        path: req.path.clone(),
+        identity: plan.identity.clone(),
+        attempt: plan.attempt,
+        idempotency_key: req.idempotency_key.clone(),
+        correlation_id,
+        fault: plan.label.clone(),
+        outcome: String::new(),
+        committed_status: None,
+        replayed: false,
+        object: None,
+    };
+    sleep(plan.decision.latency_before).await;
+
+    if let Some(fault) = plan.before_commit() {
+        return match fault {
+            Fault::Error { status, .. } => finish(app, record, error_response(&injected_error(*status, &plan))),
+            Fault::RateLimit { retry_after } => finish(app, record, rate_limited(*retry_after)),
+            _ => break_connection(app, record, &req, fault).await,
+        };
+    }
+
+    let attempt = Attempt {
+        request_id: req.request_id.clone(),
+        idempotency_key: req.idempotency_key.clone(),
+        fault: plan.label.clone(),
+        decline: plan.decline(),
+    };
+    // An error after the commit is what the key stores, as Stripe stores its 500s.
+    let stored_instead = match plan.after_commit() {
+        Some(Fault::Error { status, .. }) => Some(injected_error(*status, &plan)),
+        _ => None,
+    };
+    let (stored, fresh) = match run(app, &req, access, &attempt, stored_instead.clone(), op) {
+        Outcome::Answer(resp) => (None, resp),
+        Outcome::Replayed(stored) => {
+            record.replayed = true;
+            Metrics::bump(&app.metrics.replays);
+            let resp = stored_response(&stored, req.idempotency_key.as_ref().map(|k| k.as_str()), true);
+            (Some(stored), resp)
+        }
+        Outcome::Executed(stored, key) => {
+            let resp = stored_response(&stored, key.as_deref(), false);
+            (Some(stored), resp)
+        }
+    };
+    record.committed_status = Some(fresh.status().as_u16());
+    record.object = stored.as_ref().and_then(|s| object_id(&s.body));
+
+    sleep(plan.decision.latency_after).await;
+    match plan.after_commit() {
+        None => finish(app, record, fresh),
+        Some(Fault::Error { status, .. }) => finish(app, record, error_response(&injected_error(*status, &plan))),
+        Some(Fault::SlowBody { duration }) => finish(app, record, dribble(fresh, *duration).await),
+        Some(fault) => break_connection(app, record, &req, fault).await,
+    }
+}
+
+enum Outcome {
+    /// A response that was not stored (no key, a validation failure, a key conflict).
+    Answer(Response),
+    /// A stored response replayed for a key.
+    Replayed(Arc<StoredResponse>),
+    /// The operation ran; its response is stored under the key, if there was one.
+    Executed(Arc<StoredResponse>, Option<String>),
+}
+
+fn run(
+    app: &Provider,
+    req: &ApiRequest,
+    access: Access,
+    attempt: &Attempt,
+    stored_instead: Option<ApiError>,
+    op: impl FnOnce(&Payments, &ApiRequest, &Attempt) -> Result<Value, ApiError>,
+) -> Outcome {
+    let key = match (&req.idempotency_key, access) {
+        (Some(key), Access::Write) => key.clone(),
+        _ => {
+            return match op(&app.payments, req, attempt) {
+                Err(e) if !e.executed => Outcome::Answer(error_response(&e)),
+                result => Outcome::Executed(Arc::new(to_stored(result, req)), None),
+            }
+        }
+    };
+    let fingerprint = Fingerprint::of(req.method.as_str(), &req.path, &req.params);
+    let claim = match app.idempotency.begin(&req.api_key, &key, fingerprint, Instant::now()) {
+        Begin::Proceed(claim) => claim,
+        Begin::Replay(stored) => return Outcome::Replayed(stored),
+        Begin::InUse => {
+            Metrics::bump(&app.metrics.in_flight_conflicts);
+            let e = ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorType::IdempotencyError,
+                "There is currently another in-progress request using this Idempotency Key (probably means you sent two requests at once). Try again later.",
+            )
+            .with_code("idempotency_key_in_use")
+            .retry_hint(true);
+            return Outcome::Answer(error_response(&e));
+        }
+        Begin::Mismatch => {
+            Metrics::bump(&app.metrics.key_mismatches);
+            let status = match app.config.idempotency {
+                Mode::Stripe => StatusCode::BAD_REQUEST,
+                Mode::Ietf => StatusCode::UNPROCESSABLE_ENTITY,
+            };
+            let e = ApiError::new(
+                status,
+                ErrorType::IdempotencyError,
+                format!(
+                    "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{}' if you meant to execute a different request.",
+                    key.as_str()
+                ),
+            )
+            .retry_hint(false);
+            return Outcome::Answer(error_response(&e));
+        }
+    };
+    match op(&app.payments, req, attempt) {
+        // Validation failures are not stored: dropping the claim frees the key.
+        Err(e) if !e.executed => Outcome::Answer(error_response(&e)),
+        result => {
+            let stored = Arc::new(to_stored(stored_instead.map_or(result, Err), req));
+            claim.complete(stored.clone());
+            Outcome::Executed(stored, Some(key.as_str().to_string()))
+        }
+    }
+}
+
+fn to_stored(result: Result<Value, ApiError>, req: &ApiRequest) -> StoredResponse {
+    let (status, body, should_retry) = match result {
+        Ok(v) => (200, v, None),
+        Err(e) => (e.status.as_u16(), e.body(), e.should_retry),
+    };
+    StoredResponse {
+        status,
+        body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
+        request_id: req.request_id.clone(),
+        should_retry,
+    }
+}
+
+fn object_id(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let id = v
+        .get("id")
+        .or_else(|| v.pointer("/error/payment_intent/id"))
+        .or_else(|| v.pointer("/error/charge"))?;
+    id.as_str().map(str::to_string)
+}
+
+fn stored_response(stored: &StoredResponse, key: Option<&str>, replayed: bool) -> Response {
+    let mut resp = Response::new(Body::from(stored.body.clone()));
+    *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(k) = key.and_then(|k| HeaderValue::from_str(k).ok()) {
+        h.insert("idempotency-key", k);
+    }
+    if let Some(retry) = stored.should_retry {
+        h.insert(
+            "stripe-should-retry",
+            HeaderValue::from_static(if retry { "true" } else { "false" }),
+        );
+    }
+    if replayed {
+        h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+        if let Ok(v) = HeaderValue::from_str(stored.request_id.as_str()) {
+            h.insert("original-request", v);
+        }
+    }
+    resp
+}
+
+/// A Stripe-shaped error response (with `Stripe-Should-Retry` when the error has a hint).
+pub fn error_response(e: &ApiError) -> Response {
+    let mut resp = (e.status, axum::Json(e.body())).into_response();
+    if let Some(retry) = e.should_retry {
+        resp.headers_mut().insert(
+            "stripe-should-retry",
+            HeaderValue::from_static(if retry { "true" } else { "false" }),
+        );
+    }
+    resp
+}
+
+/// An injected 5xx: Stripe's `api_error`, as ambiguous as the real thing.
+fn injected_error(status: u16, plan: &Plan) -> ApiError {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    ApiError::new(
+        status,
+        ErrorType::ApiError,
+        format!(
+            "An unknown error occurred while processing this request (fauxpay: {}).",
+            plan.label.as_deref().unwrap_or("injected error")
+        ),
+    )
+    .executed()
+}
+
+fn rate_limited(retry_after: Duration) -> Response {
+    let e = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorType::InvalidRequestError,
+        "Too many requests hit the API too quickly. We recommend an exponential backoff of your requests.",
+    )
+    .with_code("rate_limit")
+    .retry_hint(true);
+    let mut resp = error_response(&e);
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(retry_after)));
+    resp
+}
+
+/// Closes, resets or holds the connection; the response is never sent.
+async fn break_connection(app: &Provider, mut record: RequestRecord, req: &ApiRequest, fault: &Fault) -> Response {
+    let (how, outcome, hold) = match fault {
+        Fault::Reset { .. } => (Abort::Reset, "reset", None),
+        Fault::Hang { hang, .. } => (Abort::Close, "hung", Some(*hang)),
+        _ => (Abort::Close, "dropped", None),
+    };
+    record.outcome = outcome.to_string();
+    app.faults.record(record);
+    let Some(connection) = &req.connection else {
+        return error_response(&ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorType::ApiError,
+            "This fault needs fauxpay's own server to act on the connection.",
+        ));
+    };
+    if let Some(hold) = hold {
+        // A timer, not a busy task: held requests cost no CPU.
+        tokio::time::sleep(hold).await;
+    }
+    connection.abort(how);
+    std::future::pending::<Response>().await
+}
+
+/// Sends `resp`'s body in pieces spread over `duration`.
+async fn dribble(resp: Response, duration: Duration) -> Response {
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let pieces = bytes.len().clamp(1, 20);
+    let step = duration / pieces as u32;
+    let size = bytes.len().div_ceil(pieces).max(1);
+    let chunks: Vec<Bytes> = (0..bytes.len())
+        .step_by(size)
+        .map(|i| bytes.slice(i..(i + size).min(bytes.len())))
+        .collect();
+    let stream = futures_util::stream::unfold((chunks.into_iter(), true), move |(mut it, first)| async move {
+        let chunk = it.next()?;
+        if !first {
+            tokio::time::sleep(step).await;
+        }
+        Some((Ok::<_, Infallible>(chunk), (it, false)))
+    });
+    let mut resp = Response::from_parts(parts, Body::from_stream(stream));
+    resp.headers_mut().remove(header::CONTENT_LENGTH);
+    resp
+}
+
+fn finish(app: &Provider, mut record: RequestRecord, resp: Response) -> Response {
+    record.outcome = resp.status().as_u16().to_string();
+    app.faults.record(record);
+    resp
+}
+
+async fn sleep(d: Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
+}

@@ -1,0 +1,370 @@
+//! Fault injection at run time: the active fault profile, attempt numbers, forced
+//! faults, and the log of recent requests.
+//!
+//! [`FaultInjector`] holds the active profile (swapped atomically by
+//! `PUT /__fauxpay/profile`), counts attempts per request identity (the idempotency key,
+//! else the correlation id, else a fresh request number), and turns each request into a
+//! [`Plan`]: the engine's deterministic [`Decision`], or a decision the request forced
+//! through a `Fauxpay-Fault` header or a `pm_fault_…` payment method. It also keeps the
+//! bounded ring of recent requests served by `GET /__fauxpay/requests`, so any double
+//! charge can be explained after the fact, and fault counters for `/metrics`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use serde::Serialize;
+
+use super::cards::Decline;
+use super::error::ApiError;
+use super::ids::{CorrelationId, IdempotencyKey, RequestId};
+use super::ledger::now_ms;
+use super::params::Params;
+use super::shard::{Sharded, SHARDS};
+use crate::faults::{self, Decision, Fault, FaultEngine, Profile, RequestFacts, When};
+
+/// Requests kept for `GET /__fauxpay/requests`.
+pub const REQUEST_LOG_CAPACITY: usize = 16_384;
+
+/// The profile in force and when it became active.
+pub struct ActiveProfile {
+    pub engine: FaultEngine,
+    /// The profile's text as given (TOML or JSON), served back by `GET /__fauxpay/profile`.
+    pub source: String,
+    pub activated_at: Instant,
+    pub activated_ms: u64,
+}
+
+/// What fault injection will do to one request.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub identity: Arc<str>,
+    pub attempt: u32,
+    pub decision: Decision,
+    /// The decision's label (`drop_response after_commit (rule 0)`), for the ledger and log.
+    pub label: Option<Arc<str>>,
+}
+
+impl Plan {
+    /// The fault acting before the commit (nothing charged, nothing stored).
+    pub fn before_commit(&self) -> Option<&Fault> {
+        self.decision.fault.as_ref().filter(|f| {
+            matches!(f, Fault::RateLimit { .. })
+                || (!matches!(f, Fault::SlowBody { .. } | Fault::Decline { .. }) && f.when() == When::BeforeCommit)
+        })
+    }
+
+    /// The fault acting on the response after the commit.
+    pub fn after_commit(&self) -> Option<&Fault> {
+        self.decision.fault.as_ref().filter(|f| {
+            matches!(f, Fault::SlowBody { .. })
+                || (!matches!(f, Fault::RateLimit { .. } | Fault::Decline { .. }) && f.when() == When::AfterCommit)
+        })
+    }
+
+    /// A decline the fault forces in place of the card's outcome.
+    pub fn decline(&self) -> Option<Decline> {
+        match &self.decision.fault {
+            Some(Fault::Decline {
+                code,
+                decline_code,
+                message,
+            }) => Some(Decline {
+                code: code.clone().into(),
+                decline_code: decline_code.clone().into(),
+                message: message.clone().into(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// One line of `GET /__fauxpay/requests`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRecord {
+    pub seq: u64,
+    pub request_id: RequestId,
+    pub time_ms: u64,
+    pub method: String,
+    pub path: String,
+    pub identity: Arc<str>,
+    pub attempt: u32,
+    pub idempotency_key: Option<IdempotencyKey>,
+    pub correlation_id: Option<CorrelationId>,
+    pub fault: Option<Arc<str>>,
+    /// The HTTP status sent, or what happened instead: `dropped`, `reset`, `hung`.
+    pub outcome: String,
+    /// The status the endpoint produced, when a fault then kept it from the client.
+    pub committed_status: Option<u16>,
+    pub replayed: bool,
+    /// The object the request created or touched (`pi_…`, `ch_…`, `re_…`), if any.
+    pub object: Option<String>,
+}
+
+/// What the caller knows about a request when planning its faults.
+pub struct PlanInput<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub params: &'a Params,
+    pub idempotency_key: Option<&'a IdempotencyKey>,
+    pub correlation_id: Option<&'a CorrelationId>,
+    /// The `Fauxpay-Fault` header, if sent.
+    pub forced: Option<&'a str>,
+}
+
+pub struct FaultInjector {
+    active: RwLock<Arc<ActiveProfile>>,
+    attempts: Sharded<HashMap<Arc<str>, u32>>,
+    anonymous: AtomicU64,
+    log: Sharded<VecDeque<RequestRecord>>,
+    log_seq: AtomicU64,
+    counts: Sharded<HashMap<(&'static str, &'static str), u64>>,
+}
+
+impl FaultInjector {
+    pub fn new(profile: Profile, source: String) -> Self {
+        Self {
+            active: RwLock::new(Arc::new(activate(profile, source))),
+            attempts: Sharded::default(),
+            anonymous: AtomicU64::new(0),
+            log: Sharded::default(),
+            log_seq: AtomicU64::new(0),
+            counts: Sharded::default(),
+        }
+    }
+
+    pub fn active(&self) -> Arc<ActiveProfile> {
+        self.active.read().clone()
+    }
+
+    /// Makes `profile` the active one, atomically; its windows start now.
+    pub fn swap(&self, profile: Profile, source: String) -> Arc<ActiveProfile> {
+        let next = Arc::new(activate(profile, source));
+        *self.active.write() = next.clone();
+        next
+    }
+
+    /// Decides what happens to a request, counting it as its identity's next attempt.
+    pub fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
+        let identity: Arc<str> = match (input.idempotency_key, input.correlation_id) {
+            (Some(k), _) => k.as_str().into(),
+            (None, Some(c)) => format!("correlation:{}", c.as_str()).into(),
+            (None, None) => format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
+        };
+        let attempt = {
+            let mut shard = self.attempts.lock(&*identity);
+            let n = shard.entry(identity.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        let payment_method = input.params.opt_str("payment_method").ok().flatten();
+        let decision = if let Some(header) = input.forced {
+            faults::parse_forced(header).map_err(|e| {
+                ApiError::invalid_request(
+                    format!("Invalid Fauxpay-Fault header: {e}"),
+                    Some("Fauxpay-Fault".into()),
+                )
+            })?
+        } else if let Some((decision, _card)) = payment_method.and_then(faults::forced_by_payment_method) {
+            decision
+        } else {
+            let metadata = metadata_of(input.params);
+            let active = self.active();
+            active.engine.decide(&RequestFacts {
+                identity: &identity,
+                attempt,
+                method: input.method,
+                path: input.path,
+                amount: input.params.opt_u64("amount").ok().flatten(),
+                payment_method,
+                metadata: &metadata,
+                since_active: active.activated_at.elapsed(),
+            })
+        };
+        if let Some(f) = &decision.fault {
+            let when = match f {
+                Fault::RateLimit { .. } | Fault::Decline { .. } => "before_commit",
+                Fault::SlowBody { .. } => "after_commit",
+                other => other.when().as_str(),
+            };
+            let key = (f.kind(), when);
+            *self.counts.lock(&key).entry(key).or_default() += 1;
+        }
+        let label = decision.label().map(Arc::from);
+        Ok(Plan {
+            identity,
+            attempt,
+            decision,
+            label,
+        })
+    }
+
+    /// Adds a request to the log (the oldest entries fall out beyond the capacity).
+    pub fn record(&self, mut record: RequestRecord) {
+        record.seq = self.log_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut shard = self.log.lock_index(record.seq as usize);
+        if shard.len() >= REQUEST_LOG_CAPACITY / SHARDS {
+            shard.pop_front();
+        }
+        shard.push_back(record);
+    }
+
+    /// The most recent `limit` requests matching `keep`, oldest first.
+    pub fn recent(&self, limit: usize, keep: impl Fn(&RequestRecord) -> bool) -> Vec<RequestRecord> {
+        let mut out: Vec<RequestRecord> = Vec::new();
+        for shard in self.log.iter() {
+            out.extend(shard.lock().iter().filter(|r| keep(r)).cloned());
+        }
+        out.sort_unstable_by_key(|r| r.seq);
+        let skip = out.len().saturating_sub(limit);
+        out.split_off(skip)
+    }
+
+    /// Faults applied so far, by kind and `when`.
+    pub fn counts(&self) -> Vec<((&'static str, &'static str), u64)> {
+        let mut out: Vec<_> = self
+            .counts
+            .iter()
+            .flat_map(|s| s.lock().iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Forgets attempt numbers and the request log (`POST /__fauxpay/reset`).
+    pub fn reset(&self) {
+        for s in self.attempts.iter() {
+            s.lock().clear();
+        }
+        for s in self.log.iter() {
+            s.lock().clear();
+        }
+        self.anonymous.store(0, Ordering::Relaxed);
+    }
+}
+
+fn activate(profile: Profile, source: String) -> ActiveProfile {
+    ActiveProfile {
+        engine: FaultEngine::new(profile),
+        source,
+        activated_at: Instant::now(),
+        activated_ms: now_ms(),
+    }
+}
+
+fn metadata_of(params: &Params) -> std::collections::BTreeMap<String, String> {
+    params
+        .opt_object("metadata")
+        .ok()
+        .flatten()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Seconds for a `Retry-After` header: whole seconds, at least 1.
+pub fn retry_after_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0).max(u64::from(d.is_zero()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn injector(toml: &str) -> FaultInjector {
+        let profile = faults::parse_profile("test.toml", toml).unwrap_or_else(|e| panic!("{}", e.lines().join("\n")));
+        FaultInjector::new(profile, toml.to_string())
+    }
+
+    const DROP_ALL: &str = "name = \"t\"\ndescription = \"t\"\nseed = 1\n[[rules]]\nkind = \"drop_response\"\nprobability = 1.0\nwhen = \"after_commit\"\nfirst_attempts = 1\n";
+
+    fn input<'a>(params: &'a Params, key: Option<&'a IdempotencyKey>) -> PlanInput<'a> {
+        PlanInput {
+            method: "POST",
+            path: "/v1/payment_intents",
+            params,
+            idempotency_key: key,
+            correlation_id: None,
+            forced: None,
+        }
+    }
+
+    #[test]
+    fn attempts_count_per_identity_and_rules_see_them() {
+        let inj = injector(DROP_ALL);
+        let params = Params::default();
+        let key = IdempotencyKey::parse("k").unwrap();
+        let first = inj.plan(&input(&params, Some(&key))).unwrap();
+        assert_eq!(first.attempt, 1);
+        assert!(first.after_commit().is_some());
+        assert!(first.before_commit().is_none());
+        let second = inj.plan(&input(&params, Some(&key))).unwrap();
+        assert_eq!(second.attempt, 2);
+        assert!(second.decision.fault.is_none(), "first_attempts = 1");
+        let anon = inj.plan(&input(&params, None)).unwrap();
+        assert_eq!(anon.attempt, 1);
+        assert_eq!(
+            inj.counts(),
+            vec![(("drop_response", "after_commit"), 2)],
+            "the key's first attempt and the anonymous request"
+        );
+        inj.reset();
+        assert_eq!(inj.plan(&input(&params, Some(&key))).unwrap().attempt, 1);
+    }
+
+    #[test]
+    fn forced_faults_override_the_profile() {
+        let inj = injector("name = \"t\"\ndescription = \"t\"\nseed = 1\n");
+        let params = Params::from_form(b"payment_method=pm_fault_reset_before_commit").unwrap();
+        let plan = inj.plan(&input(&params, None)).unwrap();
+        assert!(matches!(plan.before_commit(), Some(Fault::Reset { .. })));
+        let mut i = input(&params, None);
+        i.forced = Some("rate_limit; retry_after=2s");
+        assert!(matches!(
+            inj.plan(&i).unwrap().before_commit(),
+            Some(Fault::RateLimit { .. })
+        ));
+        i.forced = Some("bogus");
+        assert_eq!(inj.plan(&i).unwrap_err().param.as_deref(), Some("Fauxpay-Fault"));
+    }
+
+    #[test]
+    fn the_request_log_is_bounded_and_ordered() {
+        let inj = injector(DROP_ALL);
+        for i in 0..(REQUEST_LOG_CAPACITY + 500) {
+            inj.record(RequestRecord {
+                seq: 0,
+                request_id: RequestId::generate(),
+                time_ms: 0,
+                method: "POST".into(),
+                path: "/".into(),
+                identity: format!("id-{i}").into(),
+                attempt: 1,
+                idempotency_key: None,
+                correlation_id: None,
+                fault: None,
+                outcome: "200".into(),
+                committed_status: None,
+                replayed: false,
+                object: None,
+            });
+        }
+        let all = inj.recent(usize::MAX, |_| true);
+        assert!(all.len() <= REQUEST_LOG_CAPACITY);
+        assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+        let last = inj.recent(3, |_| true);
+        assert_eq!(&*last[2].identity, format!("id-{}", REQUEST_LOG_CAPACITY + 499));
+    }
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        assert_eq!(retry_after_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(retry_after_secs(Duration::from_secs(1)), 1);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+    }
+}
