@@ -168,12 +168,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
+        let shutdown = shutdown_signal()?;
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
         tracing::info!("fauxpay provider listening on http://{addr} ({})", config.describe());
-        provider::serve(listener, Provider::new(config), shutdown_signal())
+        provider::serve(listener, Provider::new(config), shutdown)
             .await
             .context("serving")?;
         tracing::info!("fauxpay provider stopped");
@@ -181,25 +182,27 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Installs the SIGINT and SIGTERM handlers now (before the start-up line, so a signal
+/// sent as soon as the address is known is never lost) and resolves on either.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = int.recv() => {},
+                _ = term.recv() => {},
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+            tracing::info!("shutdown signal received: finishing in-flight requests");
+        })
     }
-    tracing::info!("shutdown signal received: finishing in-flight requests");
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutdown signal received: finishing in-flight requests");
+        })
+    }
 }

@@ -102,3 +102,78 @@ fn help_explains_every_serve_flag() {
         assert!(help.contains(flag), "{flag} missing from help");
     }
 }
+
+#[test]
+fn profiles_list_names_every_bundled_profile() {
+    let out = fauxpay().args(["profiles", "list"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "happy",
+        "flaky-network",
+        "lost-responses",
+        "slow-provider",
+        "ambiguous-errors",
+        "outage-window",
+        "rate-limited",
+        "declines",
+        "key-expiry",
+        "chaos",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing:\n{text}");
+    }
+}
+
+#[test]
+fn every_bundled_profile_checks_and_serves() {
+    let files: Vec<String> = std::fs::read_dir("fault-profiles")
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".toml"))
+        .collect();
+    assert!(files.len() >= 10);
+    let out = fauxpay().args(["profiles", "check"]).args(&files).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for file in &files {
+        let name = file.trim_start_matches("fault-profiles/").trim_end_matches(".toml");
+        let (mut child, _url, _stderr) = spawn_serve(&["--profile", name]);
+        terminate(&child);
+        assert!(child.wait().unwrap().success(), "{name}");
+    }
+}
+
+#[test]
+fn bad_profiles_give_one_line_per_mistake_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("fauxpay-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\ndescription = \"d\"\nseed = 1\n[[rules]]\nkind = \"rate_limit\"\nprobabilty = 0.5\nwhen = \"after_commit\"\n[[rules]]\nkind = \"drop_response\"\nprobability = 1.5\n[[rules]]\nkind = \"hang\"\nhang = \"-3s\"\n",
+    )
+    .unwrap();
+    let path = bad.display().to_string();
+    let expected = [
+        format!("{path}:6: rules[0].probabilty: unknown field"),
+        format!("{path}:7: rules[0].when: kind \"rate_limit\" takes no `when`"),
+        format!("{path}:10: rules[1].probability: expected a number between 0 and 1, got 1.5"),
+        format!("{path}:13: rules[2].hang:"),
+    ];
+    let check = fauxpay().args(["profiles", "check", &path]).output().unwrap();
+    assert_eq!(check.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&check.stderr);
+    for line in &expected {
+        assert!(
+            err.lines().any(|l| l.starts_with(line.as_str())),
+            "missing {line:?} in:\n{err}"
+        );
+    }
+    let serve = fauxpay()
+        .args(["serve", "--addr", "127.0.0.1:0", "--profile", &path])
+        .output()
+        .unwrap();
+    assert_eq!(serve.status.code(), Some(2), "serve refuses a bad profile");
+    let err = String::from_utf8_lossy(&serve.stderr);
+    assert!(err.contains(&expected[2]), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
