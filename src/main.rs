@@ -26,11 +26,27 @@ struct Cli {
 enum Command {
     /// Run the fake provider: Stripe's /v1 payment API with exact idempotency and a ledger.
     Serve(ServeArgs),
+    /// Fire concurrent checkouts at a target API, reconcile with the ledger, gate on anomalies.
+    ///
+    /// Exit codes: 0 every gate held, 1 a gate failed, 2 bad usage or configuration,
+    /// 3 the target or the provider was unreachable before the run started.
+    Load(Box<fauxpay_loadtests::LoadArgs>),
+    /// Work with load reports.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
     /// List the bundled fault profiles, or check profile files.
     Profiles {
         #[command(subcommand)]
         command: ProfilesCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// Merge report.json files of load generators run against one provider, and gate.
+    Merge(fauxpay_loadtests::MergeArgs),
 }
 
 #[derive(Subcommand)]
@@ -90,12 +106,24 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,goose=error")))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Load(args) => return load(*args),
+        Command::Report {
+            command: ReportCommand::Merge(args),
+        } => {
+            return match fauxpay_loadtests::merge(args) {
+                Ok(report) => ExitCode::from(fauxpay_loadtests::exit_code(&report)),
+                Err(e) => {
+                    eprintln!("fauxpay: {e}");
+                    ExitCode::from(e.exit_code())
+                }
+            }
+        }
         Command::Profiles {
             command: ProfilesCommand::List,
         } => {
@@ -111,6 +139,24 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("fauxpay: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// `fauxpay load`: 0 every gate held, 1 a gate failed, 2 bad configuration, 3 unreachable.
+fn load(args: fauxpay_loadtests::LoadArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fauxpay: starting the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(fauxpay_loadtests::run(args)) {
+        Ok(report) => ExitCode::from(fauxpay_loadtests::exit_code(&report)),
+        Err(e) => {
+            eprintln!("fauxpay: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }

@@ -1,0 +1,177 @@
+//! The command line of `fauxpay load` and `fauxpay report merge`, with goose's own
+//! options (users, increase rate, run time, iterations, report files, …) flattened in.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use goose::config::GooseConfiguration;
+use rand::Rng;
+
+use crate::error::ConfigError;
+
+/// Fires concurrent checkouts at a target API, then reconciles them with the ledger.
+#[derive(clap::Args, Clone)]
+pub struct LoadArgs {
+    /// Base URL of the API under test (a merchant, or the provider with --template stripe).
+    #[arg(long, value_name = "URL", help_heading = "fauxpay")]
+    pub target: String,
+    /// Base URL of the fauxpay provider whose ledger is the ground truth.
+    #[arg(long, value_name = "URL", help_heading = "fauxpay")]
+    pub provider: String,
+    /// Request template: a bundled one (checkout-json, stripe) or a TOML file.
+    #[arg(long, default_value = "checkout-json", help_heading = "fauxpay")]
+    pub template: String,
+    /// Client behaviours by weight: retry-same-key, retry-new-key, double-submit, no-key.
+    #[arg(long, default_value = "retry-same-key=100", help_heading = "fauxpay")]
+    pub mix: String,
+    /// Per-attempt client timeout.
+    #[arg(long, default_value = "2s", value_parser = duration, help_heading = "fauxpay")]
+    pub client_timeout: Duration,
+    /// Attempts per logical payment (the first included).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "fauxpay")]
+    pub max_attempts: u32,
+    /// Backoff between attempts: BASE..CAP, exponential with full jitter.
+    #[arg(long, default_value = "100ms..2s", value_parser = backoff, help_heading = "fauxpay")]
+    pub backoff: (Duration, Duration),
+    /// Amount per payment in the smallest unit: N, or MIN..MAX drawn per payment.
+    #[arg(long, default_value = "2000", value_parser = amount, help_heading = "fauxpay")]
+    pub amount: (u64, u64),
+    #[arg(long, default_value = "usd", help_heading = "fauxpay")]
+    pub currency: String,
+    /// Payment method sent with every checkout (pm_fault_… forces provider faults).
+    #[arg(long, default_value = "pm_card_visa", help_heading = "fauxpay")]
+    pub payment_method: String,
+    /// API key the stripe template sends to the provider.
+    #[arg(
+        long,
+        default_value = "sk_test_fauxpay_load",
+        env = "FAUXPAY_API_KEY",
+        help_heading = "fauxpay"
+    )]
+    pub api_key: String,
+    /// The provider's --admin-token, if it has one.
+    #[arg(long, env = "FAUXPAY_ADMIN_TOKEN", help_heading = "fauxpay")]
+    pub admin_token: Option<String>,
+    /// Output directory: report.json, report.md, junit.xml, journal.jsonl, goose-report.html.
+    #[arg(long, default_value = "fauxpay-report", help_heading = "fauxpay")]
+    pub out: PathBuf,
+    /// Prefix of this run's order ids (default: random), so runs never mix in one ledger.
+    #[arg(long, help_heading = "fauxpay")]
+    pub run_id: Option<String>,
+    /// Seed of the run's random choices (default: random; the summary prints it).
+    #[arg(long, help_heading = "fauxpay")]
+    pub seed: Option<u64>,
+    /// Gate: most double-charged payments allowed.
+    #[arg(long, default_value_t = 0, help_heading = "gates")]
+    pub max_double_charges: u64,
+    /// Gate: most lost charges allowed (client told ok, nothing charged).
+    #[arg(long, default_value_t = 0, help_heading = "gates")]
+    pub max_lost: u64,
+    /// Gate: most phantom charges allowed (client told fail, yet charged).
+    #[arg(long, default_value_t = 0, help_heading = "gates")]
+    pub max_phantom: u64,
+    /// Gate: most captured amounts differing from the requested one.
+    #[arg(long, default_value_t = 0, help_heading = "gates")]
+    pub max_amount_mismatch: u64,
+    /// Gate: most keys answered with two different payments.
+    #[arg(long, default_value_t = 0, help_heading = "gates")]
+    pub max_inconsistent_replays: u64,
+    /// Gate: most payments left without a definite answer (not gated by default).
+    #[arg(long, help_heading = "gates")]
+    pub max_unresolved: Option<u64>,
+    /// Gate: slowest allowed p99 of a payment end to end, retries included (e.g. 3s).
+    #[arg(long, value_parser = duration, help_heading = "gates")]
+    pub max_p99: Option<Duration>,
+    #[command(flatten)]
+    pub goose: GooseConfiguration,
+}
+
+/// Combines report.json files of load generators run against one provider.
+#[derive(clap::Args, Clone)]
+pub struct MergeArgs {
+    #[arg(required = true, num_args = 2..)]
+    pub reports: Vec<PathBuf>,
+    /// Where the merged report.json, report.md and junit.xml go.
+    #[arg(long, default_value = "fauxpay-report-merged")]
+    pub out: PathBuf,
+}
+
+pub fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{e} (expected a duration such as 500ms, 2s or 1m)"))
+}
+
+fn backoff(s: &str) -> Result<(Duration, Duration), String> {
+    let (a, b) = s.split_once("..").ok_or("expected BASE..CAP, such as 100ms..2s")?;
+    let (a, b) = (duration(a)?, duration(b)?);
+    if a.is_zero() || b < a {
+        return Err("expected 0 < BASE <= CAP".into());
+    }
+    Ok((a, b))
+}
+
+fn amount(s: &str) -> Result<(u64, u64), String> {
+    let parse = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("'{x}' is not a whole number"))
+    };
+    let (lo, hi) = match s.split_once("..") {
+        Some((a, b)) => (parse(a)?, parse(b)?),
+        None => {
+            let n = parse(s)?;
+            (n, n)
+        }
+    };
+    if lo == 0 || hi < lo || hi > 99_999_999 {
+        return Err("expected N or MIN..MAX with 0 < MIN <= MAX <= 99999999".into());
+    }
+    Ok((lo, hi))
+}
+
+impl LoadArgs {
+    pub fn run_id(&self) -> Result<String, ConfigError> {
+        match &self.run_id {
+            Some(id)
+                if !id.is_empty()
+                    && id.len() <= 40
+                    && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+            {
+                Ok(id.clone())
+            }
+            Some(_) => Err(ConfigError::new(
+                "--run-id",
+                "run-id",
+                "1 to 40 letters, digits, '-' or '_'",
+            )),
+            None => {
+                let mut rng = rand::rng();
+                let suffix: String = (0..6)
+                    .map(|_| {
+                        let n = rng.random_range(0..36u32);
+                        char::from_digit(n, 36).unwrap_or('0')
+                    })
+                    .collect();
+                Ok(format!("r{suffix}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_parsers() {
+        assert_eq!(
+            backoff("100ms..2s").unwrap(),
+            (Duration::from_millis(100), Duration::from_secs(2))
+        );
+        assert!(backoff("2s..1s").is_err());
+        assert!(backoff("2s").is_err());
+        assert_eq!(amount("500..900").unwrap(), (500, 900));
+        assert_eq!(amount("2000").unwrap(), (2000, 2000));
+        assert!(amount("0").is_err());
+        assert!(amount("9..3").is_err());
+    }
+}

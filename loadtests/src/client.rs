@@ -1,0 +1,447 @@
+//! The retrying client: one logical payment, attempted the way a real client would.
+//!
+//! [`run_checkout`] sends a checkout through a [`Transport`] and retries it according to
+//! its [`Behaviour`]: timeouts, connection errors, 409, 429 and 5xx are retried with
+//! exponential backoff and full jitter (at least `Retry-After` when the answer has one,
+//! never when `Stripe-Should-Retry: false`); 2xx and other 4xx are definite answers and
+//! end the payment. Each attempt becomes an [`AttemptRecord`], and the payment ends as
+//! `ok`, `fail` or `info` (indeterminate), in Jepsen's terms.
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::mix::Behaviour;
+use crate::template::{Rendered, Template, Values};
+
+/// How an attempt failed without an HTTP answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    Timeout,
+    Reset,
+    Eof,
+    Connect,
+    Other,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Reset => "reset",
+            Self::Eof => "eof",
+            Self::Connect => "connect",
+            Self::Other => "error",
+        }
+    }
+}
+
+/// What one attempt got back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum AttemptResult {
+    Answer {
+        status: u16,
+        payment_id: Option<String>,
+        replayed: bool,
+        #[serde(skip)]
+        retry_after: Option<Duration>,
+        #[serde(skip)]
+        should_retry: Option<bool>,
+    },
+    Failed {
+        kind: FailureKind,
+    },
+}
+
+/// One attempt of a logical payment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub n: u32,
+    pub key: Option<String>,
+    /// Microseconds since the run started.
+    pub start_us: u64,
+    pub elapsed_us: u64,
+    #[serde(flatten)]
+    pub result: AttemptResult,
+}
+
+/// A logical payment's outcome (Jepsen's history model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The client was told the payment succeeded.
+    Ok,
+    /// The client was told the payment definitely failed.
+    Fail,
+    /// Retries ran out without a definite answer: the money may or may not have moved.
+    Info,
+}
+
+/// One logical payment (a checkout) and what happened to it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PaymentRecord {
+    pub order_id: String,
+    pub amount: u64,
+    pub behaviour: Behaviour,
+    pub outcome: Outcome,
+    /// End to end, retries and backoff included.
+    pub e2e_us: u64,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// The checkout to attempt.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    pub order_id: String,
+    pub amount: u64,
+    pub currency: String,
+    pub payment_method: String,
+    pub api_key: String,
+    pub behaviour: Behaviour,
+}
+
+/// Retry settings.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub timeout: Duration,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+}
+
+impl RetryPolicy {
+    /// Exponential backoff with full jitter before attempt `next` (2, 3, …), at least
+    /// the answer's `Retry-After`.
+    pub fn delay(&self, next: u32, retry_after: Option<Duration>, rng: &mut impl Rng) -> Duration {
+        let exp = self
+            .backoff_base
+            .saturating_mul(1u32 << (next.saturating_sub(2)).min(20));
+        let ceiling = exp.min(self.backoff_cap);
+        let jitter = ceiling.mul_f64(rng.random::<f64>());
+        retry_after.map_or(jitter, |r| r.max(jitter))
+    }
+}
+
+/// Sends rendered attempts; the goose user in a load test, a plain client in tests.
+pub trait Transport {
+    fn send(
+        &mut self,
+        template: &Template,
+        attempt: Rendered,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = AttemptResult> + Send;
+    /// Sends two attempts at once (a double click).
+    fn send_pair(
+        &mut self,
+        template: &Template,
+        a: Rendered,
+        b: Rendered,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = (AttemptResult, AttemptResult)> + Send;
+}
+
+enum Verdict {
+    Ok,
+    Fail,
+    Retry(Option<Duration>),
+    GiveUp,
+}
+
+fn verdict(r: &AttemptResult) -> Verdict {
+    match r {
+        AttemptResult::Answer {
+            status,
+            retry_after,
+            should_retry,
+            ..
+        } => match (*status, should_retry) {
+            (200..=299, _) => Verdict::Ok,
+            (_, Some(false)) if *status >= 500 || *status == 409 || *status == 429 => Verdict::GiveUp,
+            (409 | 429, _) | (500..=599, _) => Verdict::Retry(*retry_after),
+            (_, Some(true)) => Verdict::Retry(*retry_after),
+            _ => Verdict::Fail,
+        },
+        AttemptResult::Failed { .. } => Verdict::Retry(None),
+    }
+}
+
+/// Runs one logical payment to its outcome.
+pub async fn run_checkout<T: Transport>(
+    transport: &mut T,
+    template: &Template,
+    checkout: &Checkout,
+    policy: &RetryPolicy,
+    rng: &mut StdRng,
+    run_started: Instant,
+) -> PaymentRecord {
+    let started = Instant::now();
+    let mut attempts: Vec<AttemptRecord> = Vec::new();
+    let same_key = format!("{}-k", checkout.order_id);
+    let mut outcome = Outcome::Info;
+    let mut n = 0u32;
+    while n < policy.max_attempts {
+        let key = match checkout.behaviour {
+            Behaviour::RetrySameKey | Behaviour::DoubleSubmit => Some(same_key.clone()),
+            Behaviour::RetryNewKey => Some(format!("{}-k{}", checkout.order_id, n + 1)),
+            Behaviour::NoKey => None,
+        };
+        let values = Values {
+            order_id: &checkout.order_id,
+            amount: checkout.amount,
+            currency: &checkout.currency,
+            idempotency_key: key.as_deref(),
+            payment_method: &checkout.payment_method,
+            api_key: &checkout.api_key,
+        };
+        let start_us = run_started.elapsed().as_micros() as u64;
+        let t0 = Instant::now();
+        let results: Vec<AttemptResult> = if checkout.behaviour == Behaviour::DoubleSubmit && n == 0 {
+            let (a, b) = transport
+                .send_pair(
+                    template,
+                    template.render(&values),
+                    template.render(&values),
+                    policy.timeout,
+                )
+                .await;
+            vec![a, b]
+        } else {
+            vec![transport.send(template, template.render(&values), policy.timeout).await]
+        };
+        let elapsed_us = t0.elapsed().as_micros() as u64;
+        let mut retry_after = None;
+        let mut decided = None;
+        for result in results {
+            n += 1;
+            match verdict(&result) {
+                Verdict::Ok => decided = Some(Outcome::Ok),
+                Verdict::Fail if decided.is_none() => decided = Some(Outcome::Fail),
+                Verdict::GiveUp if decided.is_none() => decided = Some(Outcome::Info),
+                Verdict::Retry(r) => retry_after = retry_after.max(r),
+                _ => {}
+            }
+            attempts.push(AttemptRecord {
+                n,
+                key: key.clone(),
+                start_us,
+                elapsed_us,
+                result,
+            });
+        }
+        if let Some(o) = decided {
+            outcome = o;
+            break;
+        }
+        if n < policy.max_attempts {
+            tokio::time::sleep(policy.delay(n + 1, retry_after, rng)).await;
+        }
+    }
+    PaymentRecord {
+        order_id: checkout.order_id.clone(),
+        amount: checkout.amount,
+        behaviour: checkout.behaviour,
+        outcome,
+        e2e_us: started.elapsed().as_micros() as u64,
+        attempts,
+    }
+}
+
+/// Classifies a reqwest error into what the client saw on the wire.
+pub fn classify(err: &reqwest::Error) -> FailureKind {
+    if err.is_timeout() {
+        return FailureKind::Timeout;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionReset => return FailureKind::Reset,
+                std::io::ErrorKind::ConnectionRefused => return FailureKind::Connect,
+                std::io::ErrorKind::TimedOut => return FailureKind::Timeout,
+                std::io::ErrorKind::UnexpectedEof => return FailureKind::Eof,
+                _ => {}
+            }
+        }
+        let text = e.to_string();
+        if text.contains("connection closed before message completed") || text.contains("IncompleteMessage") {
+            return FailureKind::Eof;
+        }
+        if text.contains("reset by peer") {
+            return FailureKind::Reset;
+        }
+        source = e.source();
+    }
+    if err.is_connect() {
+        FailureKind::Connect
+    } else {
+        FailureKind::Other
+    }
+}
+
+/// Reads an answer: status, payment id from the body, replay and retry headers.
+pub async fn read_answer(template: &Template, resp: reqwest::Response) -> AttemptResult {
+    let status = resp.status().as_u16();
+    let headers = resp.headers();
+    let replayed = headers
+        .get("idempotent-replayed")
+        .is_some_and(|v| v.as_bytes() == b"true");
+    let retry_after = headers
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(3600.0)));
+    let should_retry = headers.get("stripe-should-retry").and_then(|v| match v.as_bytes() {
+        b"true" => Some(true),
+        b"false" => Some(false),
+        _ => None,
+    });
+    match resp.bytes().await {
+        Ok(body) => {
+            let payment_id = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| template.payment_id(&v));
+            AttemptResult::Answer {
+                status,
+                payment_id,
+                replayed,
+                retry_after,
+                should_retry,
+            }
+        }
+        Err(e) => AttemptResult::Failed { kind: classify(&e) },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use std::collections::VecDeque;
+
+    /// A transport that answers from a script.
+    struct Script(VecDeque<AttemptResult>, Vec<Option<String>>);
+
+    impl Transport for Script {
+        async fn send(&mut self, _t: &Template, r: Rendered, _to: Duration) -> AttemptResult {
+            self.1.push(r.headers.first().map(|(_, v)| v.clone()));
+            self.0.pop_front().expect("scripted")
+        }
+        async fn send_pair(
+            &mut self,
+            t: &Template,
+            a: Rendered,
+            b: Rendered,
+            to: Duration,
+        ) -> (AttemptResult, AttemptResult) {
+            (self.send(t, a, to).await, self.send(t, b, to).await)
+        }
+    }
+
+    fn answer(status: u16, id: Option<&str>) -> AttemptResult {
+        AttemptResult::Answer {
+            status,
+            payment_id: id.map(str::to_string),
+            replayed: false,
+            retry_after: None,
+            should_retry: None,
+        }
+    }
+
+    fn failed(kind: FailureKind) -> AttemptResult {
+        AttemptResult::Failed { kind }
+    }
+
+    async fn run(behaviour: Behaviour, script: Vec<AttemptResult>) -> (PaymentRecord, Vec<Option<String>>) {
+        let template = Template::load("checkout-json").unwrap();
+        let checkout = Checkout {
+            order_id: "r-1".into(),
+            amount: 100,
+            currency: "usd".into(),
+            payment_method: "pm_card_visa".into(),
+            api_key: "sk_test_x".into(),
+            behaviour,
+        };
+        let policy = RetryPolicy {
+            max_attempts: 3,
+            timeout: Duration::from_secs(1),
+            backoff_base: Duration::from_millis(1),
+            backoff_cap: Duration::from_millis(2),
+        };
+        let mut t = Script(script.into(), Vec::new());
+        let mut rng = StdRng::seed_from_u64(1);
+        let rec = run_checkout(&mut t, &template, &checkout, &policy, &mut rng, Instant::now()).await;
+        (rec, t.1)
+    }
+
+    #[tokio::test]
+    async fn same_key_retries_until_a_definite_answer() {
+        let (rec, keys) = run(
+            Behaviour::RetrySameKey,
+            vec![
+                failed(FailureKind::Timeout),
+                answer(503, None),
+                answer(200, Some("pi_1")),
+            ],
+        )
+        .await;
+        assert_eq!(rec.outcome, Outcome::Ok);
+        assert_eq!(rec.attempts.len(), 3);
+        assert!(keys.iter().all(|k| k.as_deref() == Some("r-1-k")));
+    }
+
+    #[tokio::test]
+    async fn new_key_clients_mint_a_key_per_attempt() {
+        let (_, keys) = run(
+            Behaviour::RetryNewKey,
+            vec![failed(FailureKind::Eof), answer(200, Some("pi_1"))],
+        )
+        .await;
+        assert_eq!(keys, vec![Some("r-1-k1".to_string()), Some("r-1-k2".to_string())]);
+        let (_, keys) = run(Behaviour::NoKey, vec![answer(200, None)]).await;
+        assert_eq!(keys, vec![None]);
+    }
+
+    #[tokio::test]
+    async fn declines_are_final_and_exhaustion_is_info() {
+        let (rec, _) = run(Behaviour::RetrySameKey, vec![answer(402, None)]).await;
+        assert_eq!((rec.outcome, rec.attempts.len()), (Outcome::Fail, 1));
+        let (rec, _) = run(
+            Behaviour::RetrySameKey,
+            vec![answer(500, None), answer(409, None), failed(FailureKind::Reset)],
+        )
+        .await;
+        assert_eq!((rec.outcome, rec.attempts.len()), (Outcome::Info, 3));
+    }
+
+    #[tokio::test]
+    async fn double_submit_sends_two_with_one_key() {
+        let (rec, keys) = run(
+            Behaviour::DoubleSubmit,
+            vec![answer(409, None), answer(200, Some("pi_1"))],
+        )
+        .await;
+        assert_eq!(rec.outcome, Outcome::Ok);
+        assert_eq!(rec.attempts.len(), 2);
+        assert_eq!(keys[0], keys[1]);
+    }
+
+    #[test]
+    fn backoff_is_jittered_capped_and_honours_retry_after() {
+        let p = RetryPolicy {
+            max_attempts: 5,
+            timeout: Duration::from_secs(1),
+            backoff_base: Duration::from_millis(100),
+            backoff_cap: Duration::from_millis(250),
+        };
+        let mut rng = StdRng::seed_from_u64(7);
+        for next in 2..10 {
+            assert!(p.delay(next, None, &mut rng) <= Duration::from_millis(250));
+        }
+        assert!(p.delay(2, Some(Duration::from_secs(1)), &mut rng) >= Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,59 @@
+//! Errors of the load generator, by what went wrong: bad configuration (exit 2), an
+//! unreachable target or provider (exit 3), or a failure while running or reporting.
+
+/// A configuration mistake, as one line: where, which field, what was expected.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{source_name}: {field}: expected {expected}")]
+pub struct ConfigError {
+    pub source_name: String,
+    pub field: String,
+    pub expected: String,
+}
+
+impl ConfigError {
+    pub fn new(source: &str, field: &str, expected: impl Into<String>) -> Self {
+        Self {
+            source_name: source.to_string(),
+            field: field.to_string(),
+            expected: expected.into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{what} is unreachable at {url}: {reason}")]
+    Unreachable {
+        what: &'static str,
+        url: String,
+        reason: String,
+    },
+    #[error("the provider's ledger could not be read: {0}")]
+    Ledger(String),
+    #[error("the load test failed: {0}")]
+    Goose(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}: not a fauxpay report: {reason}")]
+    Report { path: String, reason: String },
+}
+
+impl LoadError {
+    /// The process exit code this error maps to.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            LoadError::Config(_) | LoadError::Report { .. } => 2,
+            LoadError::Unreachable { .. } => 3,
+            _ => 2,
+        }
+    }
+
+    pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        LoadError::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The provider's side of the story, read over its public HTTP API.
+//!
+//! [`fetch_ledger`] streams `GET /__fauxpay/ledger?correlation_prefix=RUN-` line by line
+//! (schema version 1, see the provider's README) and keeps, per order id, only what
+//! reconciliation needs: the captured charges and the refunded total. The ledger is
+//! never held as a whole. [`fetch_requests`] reads the provider's recent-request log, to
+//! tell each anomaly's story with the faults the provider applied.
+
+use std::collections::HashMap;
+
+use futures_util::StreamExt;
+use serde::Deserialize;
+
+use crate::error::LoadError;
+
+/// The ledger schema this reader understands.
+pub const LEDGER_SCHEMA_VERSION: u64 = 1;
+
+/// A captured charge, as reconciliation sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerCharge {
+    pub id: String,
+    pub amount: u64,
+    pub payment_intent: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub fault: Option<String>,
+}
+
+/// The run's slice of the ledger, by order id.
+#[derive(Debug, Default)]
+pub struct LedgerView {
+    pub charges: HashMap<String, Vec<LedgerCharge>>,
+    pub refunded: HashMap<String, u64>,
+    pub records: u64,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    schema_version: u64,
+    id: String,
+    kind: String,
+    amount: u64,
+    payment_intent: Option<String>,
+    idempotency_key: Option<String>,
+    correlation_id: Option<String>,
+    fault: Option<String>,
+}
+
+impl LedgerView {
+    /// Adds one JSON line of the ledger.
+    pub fn add_line(&mut self, line: &[u8]) -> Result<(), String> {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let l: Line = serde_json::from_slice(line).map_err(|e| format!("bad ledger line: {e}"))?;
+        if l.schema_version != LEDGER_SCHEMA_VERSION {
+            return Err(format!(
+                "ledger schema version {} (this load generator reads {LEDGER_SCHEMA_VERSION})",
+                l.schema_version
+            ));
+        }
+        self.records += 1;
+        let Some(order) = l.correlation_id else { return Ok(()) };
+        match l.kind.as_str() {
+            "charge" => self.charges.entry(order).or_default().push(LedgerCharge {
+                id: l.id,
+                amount: l.amount,
+                payment_intent: l.payment_intent,
+                idempotency_key: l.idempotency_key,
+                fault: l.fault,
+            }),
+            "refund" => *self.refunded.entry(order).or_default() += l.amount,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn admin(req: reqwest::RequestBuilder, token: Option<&str>) -> reqwest::RequestBuilder {
+    match token {
+        Some(t) => req.bearer_auth(t),
+        None => req,
+    }
+}
+
+/// Streams the ledger records whose correlation id starts with `prefix`.
+pub async fn fetch_ledger(
+    client: &reqwest::Client,
+    provider: &str,
+    token: Option<&str>,
+    prefix: &str,
+) -> Result<LedgerView, LoadError> {
+    let url = format!("{}/__fauxpay/ledger", provider.trim_end_matches('/'));
+    let resp = admin(client.get(&url).query(&[("correlation_prefix", prefix)]), token)
+        .send()
+        .await
+        .map_err(|e| LoadError::Ledger(format!("{url}: {e}")))?;
+    if !resp.status().is_success() {
+        return Err(LoadError::Ledger(format!("{url} answered {}", resp.status())));
+    }
+    let mut view = LedgerView::default();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| LoadError::Ledger(format!("{url}: {e}")))?;
+        pending.extend_from_slice(&chunk);
+        let mut start = 0;
+        while let Some(nl) = pending[start..].iter().position(|b| *b == b'\n') {
+            view.add_line(&pending[start..start + nl]).map_err(LoadError::Ledger)?;
+            start += nl + 1;
+        }
+        pending.drain(..start);
+    }
+    view.add_line(&pending).map_err(LoadError::Ledger)?;
+    Ok(view)
+}
+
+/// One request as the provider logged it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ProviderRequest {
+    pub attempt: u32,
+    pub idempotency_key: Option<String>,
+    pub correlation_id: Option<String>,
+    pub fault: Option<String>,
+    pub outcome: String,
+    pub committed_status: Option<u16>,
+    pub object: Option<String>,
+}
+
+/// The provider's recent requests for this run, by order id (best effort: the log is a
+/// bounded ring, so the oldest requests of a long run are gone).
+pub async fn fetch_requests(
+    client: &reqwest::Client,
+    provider: &str,
+    token: Option<&str>,
+    prefix: &str,
+) -> HashMap<String, Vec<ProviderRequest>> {
+    #[derive(Deserialize)]
+    struct List {
+        data: Vec<ProviderRequest>,
+    }
+    let url = format!("{}/__fauxpay/requests", provider.trim_end_matches('/'));
+    let req = admin(
+        client
+            .get(&url)
+            .query(&[("correlation_prefix", prefix), ("limit", "16384")]),
+        token,
+    );
+    let Ok(resp) = req.send().await else {
+        return HashMap::new();
+    };
+    let Ok(list) = resp.json::<List>().await else {
+        return HashMap::new();
+    };
+    let mut out: HashMap<String, Vec<ProviderRequest>> = HashMap::new();
+    for r in list.data {
+        if let Some(c) = r.correlation_id.clone() {
+            out.entry(c).or_default().push(r);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_aggregate_by_order() {
+        let mut v = LedgerView::default();
+        let charge = |id: &str, order: &str| {
+            format!(
+                r#"{{"schema_version":1,"seq":1,"id":"{id}","kind":"charge","amount":500,"currency":"usd","status":"succeeded","payment_intent":"pi_{id}","charge":null,"idempotency_key":"k","correlation_id":"{order}","request_id":"req_1","fault":null,"duplicate":false,"created_ms":1}}"#
+            )
+        };
+        v.add_line(charge("ch_1", "r-1").as_bytes()).unwrap();
+        v.add_line(charge("ch_2", "r-1").as_bytes()).unwrap();
+        v.add_line(br#"{"schema_version":1,"id":"re_1","kind":"refund","amount":200,"payment_intent":null,"idempotency_key":null,"correlation_id":"r-1","fault":null}"#).unwrap();
+        v.add_line(b"").unwrap();
+        assert_eq!(v.charges["r-1"].len(), 2);
+        assert_eq!(v.refunded["r-1"], 200);
+        assert_eq!(v.records, 3);
+        assert!(v
+            .add_line(br#"{"schema_version":2,"id":"x","kind":"charge","amount":1}"#)
+            .is_err());
+    }
+}

@@ -1,0 +1,28 @@
+//! fauxpay's load generator: goose checkout flows with real retry behaviour, reconciled
+//! against the provider's ledger, gating CI on zero double charges.
+//!
+//! A logical payment is one checkout (a fresh order id prefixed by the run id, an amount,
+//! an idempotency key). Goose users run checkouts through the retrying [`client`], each
+//! with a client [`mix`] behaviour; every attempt goes to the [`journal`]. After the run
+//! the [`ledger`] slice of this run is streamed from the provider's HTTP API and
+//! [`reconcile`]d with what the clients saw; the [`report`] gates the exit code. The
+//! provider is known only through its HTTP API, never through its code.
+
+pub mod args;
+pub mod client;
+pub mod error;
+pub mod journal;
+pub mod latency;
+pub mod ledger;
+pub mod mix;
+pub mod progress;
+pub mod reconcile;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod template;
+
+pub use args::{LoadArgs, MergeArgs};
+pub use error::{ConfigError, LoadError};
+pub use report::Report;
+pub use run::{exit_code, merge, run};

@@ -1,0 +1,88 @@
+//! The live progress line: elapsed time, attempts per second, payments done, and the
+//! anomalies a client can already see (unresolved payments, inconsistent replays).
+//! On a terminal it redraws one line every second; in CI logs (not a TTY) it prints a
+//! new line every five seconds instead, so logs stay readable.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::client::{AttemptResult, Outcome, PaymentRecord};
+
+/// Counters updated by the load-test tasks.
+#[derive(Default)]
+pub struct Counters {
+    pub attempts: AtomicU64,
+    pub payments: AtomicU64,
+    pub unresolved: AtomicU64,
+    pub failed: AtomicU64,
+    pub replays: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(&self, p: &PaymentRecord) {
+        self.attempts.fetch_add(p.attempts.len() as u64, Ordering::Relaxed);
+        self.payments.fetch_add(1, Ordering::Relaxed);
+        match p.outcome {
+            Outcome::Info => {
+                self.unresolved.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Fail => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Ok => {}
+        }
+        let replays = p
+            .attempts
+            .iter()
+            .filter(|a| matches!(a.result, AttemptResult::Answer { replayed: true, .. }))
+            .count();
+        self.replays.fetch_add(replays as u64, Ordering::Relaxed);
+    }
+
+    pub fn line(&self, elapsed: Duration) -> String {
+        let secs = elapsed.as_secs_f64().max(0.001);
+        let attempts = self.attempts.load(Ordering::Relaxed);
+        format!(
+            "[{:>6.1}s] {attempts} attempts ({:.1}/s), {} payments done, {} failed, {} unresolved, {} replays",
+            secs,
+            attempts as f64 / secs,
+            self.payments.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            self.unresolved.load(Ordering::Relaxed),
+            self.replays.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Prints progress until the returned sender is dropped or signalled.
+pub fn spawn(counters: Arc<Counters>, started: Instant) -> tokio::sync::oneshot::Sender<()> {
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let tty = std::io::stderr().is_terminal();
+    let every = if tty {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(5)
+    };
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let line = counters.line(started.elapsed());
+                    let mut err = std::io::stderr().lock();
+                    let _ = if tty { write!(err, "\r{line}\x1b[K") } else { writeln!(err, "{line}") };
+                    let _ = err.flush();
+                }
+                _ = &mut rx => {
+                    if tty {
+                        let _ = writeln!(std::io::stderr(), "\r{}\x1b[K", counters.line(started.elapsed()));
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    tx
+}

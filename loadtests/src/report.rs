@@ -1,0 +1,544 @@
+//! Reports: the versioned `report.json`, its merge, the gates, and the renderings
+//! (terminal summary, `report.md` for a CI step summary, `junit.xml` with one test case
+//! per gate).
+//!
+//! A [`Report`] carries counts, anomalies with examples, and latency histograms
+//! serialised whole, so [`Report::merge`] of reports written by several load generators
+//! against one provider gives the same counts and percentiles as one combined run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LoadError;
+use crate::latency::{Latency, Percentiles};
+use crate::mix::Behaviour;
+use crate::reconcile::{Anomalies, BehaviourCounts, Example, Outcomes};
+
+/// Version of `report.json`; bumped on any incompatible change.
+pub const REPORT_SCHEMA_VERSION: u32 = 1;
+
+/// One load generator's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub target: String,
+    pub provider: String,
+    pub template: String,
+    pub mix: String,
+    /// The seed of the run's random choices (behaviours, amounts, jitter).
+    pub seed: u64,
+    pub started_ms: u64,
+    pub duration_secs: f64,
+    pub payments: u64,
+}
+
+/// The gates' thresholds (`None`: not gated).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    pub max_double_charges: u64,
+    pub max_lost: u64,
+    pub max_phantom: u64,
+    pub max_amount_mismatch: u64,
+    pub max_inconsistent_replays: u64,
+    pub max_unresolved: Option<u64>,
+    pub max_p99_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    pub name: String,
+    pub value: String,
+    pub threshold: String,
+    pub passed: bool,
+    pub examples: Vec<Example>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyReport {
+    pub attempt: Percentiles,
+    pub payment: Percentiles,
+    /// HdrHistogram V2-deflate, base64, in microseconds.
+    pub attempt_histogram: String,
+    pub payment_histogram: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub fauxpay_version: String,
+    pub runs: Vec<RunInfo>,
+    pub payments: u64,
+    pub attempts: u64,
+    pub duration_secs: f64,
+    pub attempts_per_sec: f64,
+    pub outcomes: Outcomes,
+    pub anomalies: Anomalies,
+    pub by_behaviour: BTreeMap<Behaviour, BehaviourCounts>,
+    pub unknown_orders: u64,
+    pub latency: LatencyReport,
+    pub thresholds: Thresholds,
+    pub gates: Vec<Gate>,
+}
+
+/// What a run measured, before gates.
+pub struct Measured {
+    pub run: RunInfo,
+    pub attempts: u64,
+    pub outcomes: Outcomes,
+    pub anomalies: Anomalies,
+    pub by_behaviour: BTreeMap<Behaviour, BehaviourCounts>,
+    pub unknown_orders: u64,
+    pub attempt_latency: Latency,
+    pub payment_latency: Latency,
+}
+
+impl Report {
+    pub fn new(m: Measured, thresholds: Thresholds) -> Self {
+        let duration = m.run.duration_secs;
+        let mut r = Report {
+            schema_version: REPORT_SCHEMA_VERSION,
+            fauxpay_version: env!("CARGO_PKG_VERSION").to_string(),
+            payments: m.outcomes.total(),
+            attempts: m.attempts,
+            duration_secs: duration,
+            attempts_per_sec: if duration > 0.0 {
+                m.attempts as f64 / duration
+            } else {
+                0.0
+            },
+            runs: vec![m.run],
+            outcomes: m.outcomes,
+            anomalies: m.anomalies,
+            by_behaviour: m.by_behaviour,
+            unknown_orders: m.unknown_orders,
+            latency: LatencyReport {
+                attempt: m.attempt_latency.percentiles(),
+                payment: m.payment_latency.percentiles(),
+                attempt_histogram: m.attempt_latency.to_base64(),
+                payment_histogram: m.payment_latency.to_base64(),
+            },
+            thresholds,
+            gates: Vec::new(),
+        };
+        r.gates = r.evaluate();
+        r
+    }
+
+    /// Every gate, evaluated against this report's numbers.
+    pub fn evaluate(&self) -> Vec<Gate> {
+        let t = &self.thresholds;
+        let a = &self.anomalies;
+        let count_gate = |name: &str, value: u64, max: u64, examples: &[Example]| Gate {
+            name: name.to_string(),
+            value: value.to_string(),
+            threshold: format!("≤ {max}"),
+            passed: value <= max,
+            examples: examples.to_vec(),
+        };
+        let mut gates = vec![
+            count_gate(
+                "double charges",
+                a.double_charges.count,
+                t.max_double_charges,
+                &a.double_charges.examples,
+            ),
+            count_gate("lost charges", a.lost.count, t.max_lost, &a.lost.examples),
+            count_gate("phantom charges", a.phantom.count, t.max_phantom, &a.phantom.examples),
+            count_gate(
+                "amount mismatches",
+                a.amount_mismatch.count,
+                t.max_amount_mismatch,
+                &a.amount_mismatch.examples,
+            ),
+            count_gate(
+                "inconsistent replays",
+                a.inconsistent_replay.count,
+                t.max_inconsistent_replays,
+                &a.inconsistent_replay.examples,
+            ),
+        ];
+        if let Some(max) = t.max_unresolved {
+            gates.push(count_gate(
+                "unresolved payments",
+                a.unresolved.count,
+                max,
+                &a.unresolved.examples,
+            ));
+        }
+        if let Some(max) = t.max_p99_ms {
+            let p99 = self.latency.payment.p99_ms;
+            gates.push(Gate {
+                name: "payment p99".into(),
+                value: format!("{p99:.1} ms"),
+                threshold: format!("≤ {max:.1} ms"),
+                passed: p99 <= max,
+                examples: Vec::new(),
+            });
+        }
+        gates
+    }
+
+    pub fn passed(&self) -> bool {
+        self.gates.iter().all(|g| g.passed)
+    }
+
+    /// Combines reports of load generators run against one provider (thresholds from the
+    /// first report). Runs are taken as concurrent: the duration is the longest one.
+    pub fn merge(reports: &[Report]) -> Result<Report, String> {
+        let (first, rest) = reports.split_first().ok_or("nothing to merge")?;
+        let mut out = first.clone();
+        let mut attempt_h = Latency::from_base64(&first.latency.attempt_histogram)?;
+        let mut payment_h = Latency::from_base64(&first.latency.payment_histogram)?;
+        for r in rest {
+            if r.schema_version != REPORT_SCHEMA_VERSION {
+                return Err(format!(
+                    "report schema version {} (expected {REPORT_SCHEMA_VERSION})",
+                    r.schema_version
+                ));
+            }
+            out.runs.extend(r.runs.iter().cloned());
+            out.payments += r.payments;
+            out.attempts += r.attempts;
+            out.duration_secs = out.duration_secs.max(r.duration_secs);
+            out.outcomes.merge(&r.outcomes);
+            out.anomalies.merge(&r.anomalies);
+            for (b, c) in &r.by_behaviour {
+                let e = out.by_behaviour.entry(*b).or_default();
+                e.payments += c.payments;
+                e.double_charges += c.double_charges;
+            }
+            out.unknown_orders += r.unknown_orders;
+            attempt_h.merge(&Latency::from_base64(&r.latency.attempt_histogram)?);
+            payment_h.merge(&Latency::from_base64(&r.latency.payment_histogram)?);
+        }
+        out.attempts_per_sec = if out.duration_secs > 0.0 {
+            out.attempts as f64 / out.duration_secs
+        } else {
+            0.0
+        };
+        out.latency = LatencyReport {
+            attempt: attempt_h.percentiles(),
+            payment: payment_h.percentiles(),
+            attempt_histogram: attempt_h.to_base64(),
+            payment_histogram: payment_h.to_base64(),
+        };
+        out.gates = out.evaluate();
+        Ok(out)
+    }
+
+    pub fn read(path: &Path) -> Result<Report, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LoadError::io(path, e))?;
+        let r: Report = serde_json::from_str(&text).map_err(|e| LoadError::Report {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        if r.schema_version != REPORT_SCHEMA_VERSION {
+            return Err(LoadError::Report {
+                path: path.display().to_string(),
+                reason: format!("schema version {} (expected {REPORT_SCHEMA_VERSION})", r.schema_version),
+            });
+        }
+        Ok(r)
+    }
+
+    /// Writes `report.json`, `report.md` and `junit.xml` into `dir`.
+    pub fn write_all(&self, dir: &Path) -> Result<(), LoadError> {
+        std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
+        let write = |name: &str, text: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(|e| LoadError::io(&path, e))
+        };
+        write("report.json", serde_json::to_string_pretty(self).unwrap_or_default())?;
+        write("report.md", self.markdown())?;
+        write("junit.xml", self.junit())
+    }
+
+    fn title(&self) -> String {
+        let ids: Vec<&str> = self.runs.iter().map(|r| r.run_id.as_str()).collect();
+        let first = &self.runs[0];
+        format!(
+            "run {} against {} (template {}, mix {})",
+            ids.join("+"),
+            first.target,
+            first.template,
+            first.mix
+        )
+    }
+
+    /// The terminal summary.
+    pub fn summary(&self) -> String {
+        let o = &self.outcomes;
+        let a = &self.anomalies;
+        let mut s = String::new();
+        let _ = writeln!(s, "fauxpay load: {}", self.title());
+        let _ = writeln!(
+            s,
+            "  payments    {} (ok {}, fail {}, info {})  attempts {} in {:.1} s ({:.1}/s)",
+            self.payments, o.ok, o.fail, o.info, self.attempts, self.duration_secs, self.attempts_per_sec
+        );
+        for (label, p) in [("attempt", &self.latency.attempt), ("payment", &self.latency.payment)] {
+            let _ = writeln!(
+                s,
+                "  {label:<11} p50 {:.1} ms  p90 {:.1} ms  p99 {:.1} ms  p99.9 {:.1} ms  max {:.1} ms",
+                p.p50_ms, p.p90_ms, p.p99_ms, p.p999_ms, p.max_ms
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  anomalies   double charges {} ({} extra charges, {} extra), lost {}, phantom {}, amount mismatches {}, inconsistent replays {}, unresolved {} ({} charged)",
+            a.double_charges.count,
+            a.extra_charges,
+            money(a.extra_amount),
+            a.lost.count,
+            a.phantom.count,
+            a.amount_mismatch.count,
+            a.inconsistent_replay.count,
+            a.unresolved.count,
+            a.unresolved_charged
+        );
+        let by: Vec<String> = self
+            .by_behaviour
+            .iter()
+            .map(|(b, c)| format!("{b} {} payments / {} double-charged", c.payments, c.double_charges))
+            .collect();
+        let _ = writeln!(s, "  by client   {}", by.join("; "));
+        for g in &self.gates {
+            let _ = writeln!(
+                s,
+                "  {} {} = {} ({})",
+                if g.passed { "PASS" } else { "FAIL" },
+                g.name,
+                g.value,
+                g.threshold
+            );
+            if !g.passed {
+                for e in g.examples.iter().take(3) {
+                    let _ = writeln!(s, "         {}", e.story);
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "  result      {}",
+            if self.passed() {
+                "every gate held"
+            } else {
+                "a gate failed"
+            }
+        );
+        s
+    }
+
+    /// `report.md`, short enough for `$GITHUB_STEP_SUMMARY`.
+    pub fn markdown(&self) -> String {
+        let o = &self.outcomes;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "## fauxpay load: {}\n",
+            if self.passed() {
+                "every gate held ✅"
+            } else {
+                "a gate failed ❌"
+            }
+        );
+        let _ = writeln!(s, "{}\n", self.title());
+        let _ = writeln!(s, "| gate | value | threshold | result |\n|---|---|---|---|");
+        for g in &self.gates {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                g.name,
+                g.value,
+                g.threshold,
+                if g.passed { "pass" } else { "**FAIL**" }
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n| payments | ok | fail | info | attempts | attempts/s | extra charges | extra amount | unresolved (charged) |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.1} | {} | {} | {} ({}) |",
+            self.payments,
+            o.ok,
+            o.fail,
+            o.info,
+            self.attempts,
+            self.attempts_per_sec,
+            self.anomalies.extra_charges,
+            money(self.anomalies.extra_amount),
+            self.anomalies.unresolved.count,
+            self.anomalies.unresolved_charged
+        );
+        let _ = writeln!(
+            s,
+            "\n| latency | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|"
+        );
+        for (label, p) in [
+            ("attempt", &self.latency.attempt),
+            ("payment (end to end)", &self.latency.payment),
+        ] {
+            let _ = writeln!(
+                s,
+                "| {label} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
+                p.p50_ms, p.p90_ms, p.p99_ms, p.p999_ms, p.max_ms
+            );
+        }
+        for g in self.gates.iter().filter(|g| !g.passed && !g.examples.is_empty()) {
+            let _ = writeln!(s, "\n<details><summary>{}: examples</summary>\n", g.name);
+            for e in &g.examples {
+                let _ = writeln!(s, "- `{}`", e.story.replace('`', "'"));
+            }
+            let _ = writeln!(s, "\n</details>");
+        }
+        s
+    }
+
+    /// `junit.xml`: one test case per gate.
+    pub fn junit(&self) -> String {
+        let failures = self.gates.iter().filter(|g| !g.passed).count();
+        let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+        let _ = writeln!(
+            s,
+            "<testsuites name=\"fauxpay load\" tests=\"{}\" failures=\"{failures}\">\n  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{:.3}\">",
+            self.gates.len(),
+            xml(&format!("fauxpay load {}", self.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>().join("+"))),
+            self.gates.len(),
+            self.duration_secs
+        );
+        for g in &self.gates {
+            let _ = write!(
+                s,
+                "    <testcase classname=\"fauxpay.gates\" name=\"{} {}\"",
+                xml(&g.name),
+                xml(&g.threshold)
+            );
+            if g.passed {
+                s.push_str("/>\n");
+            } else {
+                let detail: Vec<String> = g.examples.iter().map(|e| e.story.clone()).collect();
+                let _ = writeln!(
+                    s,
+                    ">\n      <failure message=\"{} = {} ({})\">{}</failure>\n    </testcase>",
+                    xml(&g.name),
+                    xml(&g.value),
+                    xml(&g.threshold),
+                    xml(&detail.join("\n"))
+                );
+            }
+        }
+        s.push_str("  </testsuite>\n</testsuites>\n");
+        s
+    }
+}
+
+fn money(minor: u64) -> String {
+    format!("{}.{:02}", minor / 100, minor % 100)
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::Anomaly;
+
+    pub(crate) fn sample(run_id: &str, double: u64, latencies_ms: &[u64]) -> Report {
+        let mut attempt = Latency::default();
+        let mut payment = Latency::default();
+        for ms in latencies_ms {
+            attempt.record(ms * 1000);
+            payment.record(ms * 2000);
+        }
+        let anomalies = Anomalies {
+            double_charges: Anomaly {
+                count: double,
+                examples: vec![Example {
+                    order_id: format!("{run_id}-1"),
+                    story: "order <x> & co".into(),
+                }],
+            },
+            extra_charges: double,
+            extra_amount: double * 2000,
+            ..Anomalies::default()
+        };
+        Report::new(
+            Measured {
+                run: RunInfo {
+                    run_id: run_id.into(),
+                    target: "http://127.0.0.1:1".into(),
+                    provider: "http://127.0.0.1:2".into(),
+                    template: "stripe".into(),
+                    mix: "retry-new-key=1".into(),
+                    seed: 1,
+                    started_ms: 0,
+                    duration_secs: 10.0,
+                    payments: 100,
+                },
+                attempts: 120,
+                outcomes: Outcomes {
+                    ok: 100,
+                    fail: 0,
+                    info: 0,
+                },
+                anomalies,
+                by_behaviour: BTreeMap::new(),
+                unknown_orders: 0,
+                attempt_latency: attempt,
+                payment_latency: payment,
+            },
+            Thresholds {
+                max_double_charges: 0,
+                max_lost: 0,
+                max_phantom: 0,
+                max_amount_mismatch: 0,
+                max_inconsistent_replays: 0,
+                max_unresolved: None,
+                max_p99_ms: Some(1000.0),
+            },
+        )
+    }
+
+    #[test]
+    fn gates_pass_and_fail() {
+        assert!(sample("a", 0, &[10]).passed());
+        let failed = sample("a", 2, &[10]);
+        assert!(!failed.passed());
+        assert!(failed.summary().contains("FAIL double charges = 2 (≤ 0)"));
+        assert!(failed.markdown().contains("| double charges | 2 | ≤ 0 | **FAIL** |"));
+        assert!(!sample("a", 0, &[900]).passed(), "p99 of 1800 ms is over 1000 ms");
+    }
+
+    #[test]
+    fn merge_adds_counts_and_histograms() {
+        let a = sample("a", 1, &[10, 20, 30]);
+        let b = sample("b", 2, &[40, 50]);
+        let m = Report::merge(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(m.payments, 200);
+        assert_eq!(m.attempts, 240);
+        assert_eq!(m.anomalies.double_charges.count, 3);
+        assert_eq!(m.anomalies.extra_amount, 6000);
+        assert_eq!(m.latency.attempt.count, 5);
+        assert_eq!(m.runs.len(), 2);
+        assert!((m.latency.attempt.max_ms - 50.0).abs() < 0.1);
+        assert_eq!(m.attempts_per_sec, 24.0);
+    }
+
+    #[test]
+    fn junit_is_escaped_and_counts_failures() {
+        let x = sample("a", 1, &[10]).junit();
+        assert!(x.contains("failures=\"1\""));
+        assert!(x.contains("order &lt;x&gt; &amp; co"));
+        assert!(!x.contains("<x>"));
+    }
+}

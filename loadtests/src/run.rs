@@ -1,0 +1,199 @@
+//! One load run from start to verdict: check the configuration (exit 2), check that the
+//! target and the provider answer (exit 3), run the goose attack with a live progress
+//! line, flush the journal, read this run's slice of the ledger, reconcile, write the
+//! reports, print the summary, and gate (exit 0 or 1).
+
+use std::time::{Duration, Instant};
+
+use goose::prelude::*;
+
+use crate::args::{LoadArgs, MergeArgs};
+use crate::client::RetryPolicy;
+use crate::error::{ConfigError, LoadError};
+use crate::journal::Journal;
+use crate::ledger::{fetch_ledger, fetch_requests};
+use crate::mix::Mix;
+use crate::progress;
+use crate::reconcile::reconcile;
+use crate::report::{Measured, Report, RunInfo, Thresholds};
+use crate::scenario::{RunSetup, RunState};
+use crate::template::Template;
+
+/// Checkouts per goose user when neither --iterations nor --run-time is given.
+pub const DEFAULT_ITERATIONS: usize = 25;
+
+/// Runs a load test; the report says whether every gate held.
+pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
+    let template = Template::load(&args.template)?;
+    let mix = Mix::parse(&args.mix)?;
+    let run_id = args.run_id()?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let target = base_url("--target", &args.target)?;
+    let provider = base_url("--provider", &args.provider)?;
+    let thresholds = Thresholds {
+        max_double_charges: args.max_double_charges,
+        max_lost: args.max_lost,
+        max_phantom: args.max_phantom,
+        max_amount_mismatch: args.max_amount_mismatch,
+        max_inconsistent_replays: args.max_inconsistent_replays,
+        max_unresolved: args.max_unresolved,
+        max_p99_ms: args.max_p99.map(|d| d.as_secs_f64() * 1000.0),
+    };
+    let mut goose_config = args.goose.clone();
+    goose_config.host = Some(target.clone());
+    if goose_config.iterations.is_none() && goose_config.run_time.is_none() {
+        goose_config.iterations = Some(DEFAULT_ITERATIONS);
+    }
+    goose_config.no_print_metrics = true;
+    std::fs::create_dir_all(&args.out).map_err(|e| LoadError::io(&args.out, e))?;
+    if goose_config.report_file.is_empty() {
+        goose_config
+            .report_file
+            .push(args.out.join("goose-report.html").display().to_string());
+    }
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| LoadError::Goose(e.to_string()))?;
+    preflight(&http, &target, &provider).await?;
+
+    let journal = Journal::create(&args.out.join("journal.jsonl"))?;
+    let state = RunState::new(RunSetup {
+        run_id: run_id.clone(),
+        seed,
+        template,
+        mix: mix.clone(),
+        policy: RetryPolicy {
+            max_attempts: args.max_attempts,
+            timeout: args.client_timeout,
+            backoff_base: args.backoff.0,
+            backoff_cap: args.backoff.1,
+        },
+        amount: args.amount,
+        currency: args.currency.clone(),
+        payment_method: args.payment_method.clone(),
+        api_key: args.api_key.clone(),
+        journal,
+    });
+    eprintln!("fauxpay load: run {run_id} (seed {seed}) against {target}; ledger at {provider}");
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let started = Instant::now();
+    let stop_progress = progress::spawn(state.counters.clone(), started);
+    let attack = GooseAttack::initialize_with_config(goose_config)
+        .map_err(|e| LoadError::Goose(e.to_string()))?
+        .register_scenario(state.scenario())
+        .execute()
+        .await;
+    let _ = stop_progress.send(());
+    let duration = started.elapsed();
+    attack.map_err(|e| LoadError::Goose(e.to_string()))?;
+
+    let state = std::sync::Arc::try_unwrap(state).map_err(|_| LoadError::Goose("load tasks still running".into()))?;
+    state.journal.finish()?;
+    let payments = state.payments.into_inner().unwrap_or_else(|e| e.into_inner());
+    let prefix = format!("{run_id}-");
+    let ledger = fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await?;
+    let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;
+    let rec = reconcile(&payments, &ledger, &requests);
+    let report = Report::new(
+        Measured {
+            run: RunInfo {
+                run_id,
+                target,
+                provider,
+                template: state.template.name.clone(),
+                mix: mix.to_string(),
+                seed,
+                started_ms,
+                duration_secs: duration.as_secs_f64(),
+                payments: payments.len() as u64,
+            },
+            attempts: payments.iter().map(|p| p.attempts.len() as u64).sum(),
+            outcomes: rec.outcomes,
+            anomalies: rec.anomalies,
+            by_behaviour: rec.by_behaviour,
+            unknown_orders: rec.unknown_orders,
+            attempt_latency: state.attempt_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
+            payment_latency: state.payment_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
+        },
+        thresholds,
+    );
+    report.write_all(&args.out)?;
+    print!("{}", report.summary());
+    println!(
+        "  reports     {}/ (report.json, report.md, junit.xml, journal.jsonl, goose-report.html)",
+        args.out.display()
+    );
+    Ok(report)
+}
+
+/// `fauxpay report merge`: combines reports and gates on the merged numbers.
+pub fn merge(args: MergeArgs) -> Result<Report, LoadError> {
+    let reports = args
+        .reports
+        .iter()
+        .map(|p| Report::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let merged = Report::merge(&reports).map_err(|reason| LoadError::Report {
+        path: "merge".into(),
+        reason,
+    })?;
+    merged.write_all(&args.out)?;
+    print!("{}", merged.summary());
+    println!(
+        "  reports     {}/ (report.json, report.md, junit.xml)",
+        args.out.display()
+    );
+    Ok(merged)
+}
+
+fn base_url(flag: &str, s: &str) -> Result<String, ConfigError> {
+    let url = reqwest::Url::parse(s).map_err(|e| {
+        ConfigError::new(
+            flag,
+            "url",
+            format!("an http(s) URL such as http://127.0.0.1:8080 ({e})"),
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ConfigError::new(
+            flag,
+            "url",
+            "an http(s) URL such as http://127.0.0.1:8080",
+        ));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
+/// Exit 3 before the run when the provider's health endpoint or the target is unreachable.
+async fn preflight(http: &reqwest::Client, target: &str, provider: &str) -> Result<(), LoadError> {
+    let health = format!("{provider}/__fauxpay/health");
+    let unreachable = |what, url: &str, reason: String| LoadError::Unreachable {
+        what,
+        url: url.to_string(),
+        reason,
+    };
+    match http.get(&health).timeout(Duration::from_secs(5)).send().await {
+        Ok(r) if r.status().is_success() => {}
+        Ok(r) => return Err(unreachable("the provider", &health, format!("answered {}", r.status()))),
+        Err(e) => return Err(unreachable("the provider", &health, e.to_string())),
+    }
+    // Any HTTP answer from the target will do: the point is that it listens.
+    if let Err(e) = http.get(target).timeout(Duration::from_secs(5)).send().await {
+        return Err(unreachable("the target", target, e.to_string()));
+    }
+    Ok(())
+}
+
+/// Exit code for a finished run: 0 when every gate held, 1 otherwise.
+pub fn exit_code(report: &Report) -> u8 {
+    if report.passed() {
+        0
+    } else {
+        1
+    }
+}

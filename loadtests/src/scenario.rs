@@ -1,0 +1,217 @@
+//! The goose side: one transaction that runs one logical payment per iteration, and the
+//! [`Transport`] that sends its attempts through the goose user (so goose's own metrics
+//! and HTML report see every request but the second half of a double click, which goes
+//! straight through the user's HTTP client).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use goose::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::client::{
+    classify, read_answer, run_checkout, AttemptResult, Checkout, FailureKind, PaymentRecord, RetryPolicy, Transport,
+};
+use crate::journal::Journal;
+use crate::latency::Latency;
+use crate::mix::Mix;
+use crate::progress::Counters;
+use crate::template::{Rendered, Template};
+
+/// Everything the load-test tasks share.
+pub struct RunState {
+    pub run_id: String,
+    pub seed: u64,
+    pub template: Template,
+    pub mix: Mix,
+    pub policy: RetryPolicy,
+    pub amount: (u64, u64),
+    pub currency: String,
+    pub payment_method: String,
+    pub api_key: String,
+    pub started: Instant,
+    pub counters: Arc<Counters>,
+    pub journal: Journal,
+    next: AtomicU64,
+    pub payments: Mutex<Vec<PaymentRecord>>,
+    pub attempt_latency: Mutex<Latency>,
+    pub payment_latency: Mutex<Latency>,
+}
+
+/// What a [`RunState`] is built from.
+pub struct RunSetup {
+    pub run_id: String,
+    pub seed: u64,
+    pub template: Template,
+    pub mix: Mix,
+    pub policy: RetryPolicy,
+    pub amount: (u64, u64),
+    pub currency: String,
+    pub payment_method: String,
+    pub api_key: String,
+    pub journal: Journal,
+}
+
+impl RunState {
+    pub fn new(s: RunSetup) -> Arc<Self> {
+        Arc::new(Self {
+            run_id: s.run_id,
+            seed: s.seed,
+            template: s.template,
+            mix: s.mix,
+            policy: s.policy,
+            amount: s.amount,
+            currency: s.currency,
+            payment_method: s.payment_method,
+            api_key: s.api_key,
+            started: Instant::now(),
+            counters: Arc::new(Counters::default()),
+            journal: s.journal,
+            next: AtomicU64::new(0),
+            payments: Mutex::new(Vec::new()),
+            attempt_latency: Mutex::new(Latency::default()),
+            payment_latency: Mutex::new(Latency::default()),
+        })
+    }
+
+    /// The checkout for payment number `index`: a pure function of the seed and index.
+    pub fn checkout(&self, index: u64, rng: &mut StdRng) -> Checkout {
+        let behaviour = self.mix.pick(rng.random::<f64>());
+        let amount = if self.amount.0 == self.amount.1 {
+            self.amount.0
+        } else {
+            rng.random_range(self.amount.0..=self.amount.1)
+        };
+        Checkout {
+            order_id: format!("{}-{index:06}", self.run_id),
+            amount,
+            currency: self.currency.clone(),
+            payment_method: self.payment_method.clone(),
+            api_key: self.api_key.clone(),
+            behaviour,
+        }
+    }
+
+    /// One goose iteration: one logical payment, recorded.
+    pub async fn run_one<T: Transport>(&self, transport: &mut T) {
+        let index = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut rng = StdRng::seed_from_u64(self.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let checkout = self.checkout(index, &mut rng);
+        let record = run_checkout(
+            transport,
+            &self.template,
+            &checkout,
+            &self.policy,
+            &mut rng,
+            self.started,
+        )
+        .await;
+        {
+            let mut l = self.attempt_latency.lock().unwrap_or_else(|e| e.into_inner());
+            for a in &record.attempts {
+                l.record(a.elapsed_us);
+            }
+        }
+        self.payment_latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(record.e2e_us);
+        self.counters.add(&record);
+        self.journal.record(record.clone());
+        self.payments.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+    }
+
+    /// The goose scenario running [`RunState::run_one`] per iteration.
+    pub fn scenario(self: &Arc<Self>) -> Scenario {
+        let state = self.clone();
+        let transaction: TransactionFunction = Arc::new(move |user| {
+            let state = state.clone();
+            Box::pin(async move {
+                let mut transport = GooseTransport { user };
+                state.run_one(&mut transport).await;
+                Ok(())
+            })
+        });
+        scenario!("checkout").register_transaction(Transaction::new(transaction).set_name("checkout"))
+    }
+}
+
+fn goose_method(m: &reqwest::Method) -> GooseMethod {
+    match *m {
+        reqwest::Method::GET => GooseMethod::Get,
+        reqwest::Method::PUT => GooseMethod::Put,
+        reqwest::Method::PATCH => GooseMethod::Patch,
+        reqwest::Method::DELETE => GooseMethod::Delete,
+        _ => GooseMethod::Post,
+    }
+}
+
+struct GooseTransport<'a> {
+    user: &'a mut GooseUser,
+}
+
+impl GooseTransport<'_> {
+    fn builder(&self, template: &Template, r: &Rendered, timeout: Duration) -> Option<reqwest::RequestBuilder> {
+        let mut rb = self
+            .user
+            .get_request_builder(&goose_method(&template.method), &r.path)
+            .ok()?
+            .header(reqwest::header::CONTENT_TYPE, r.content_type)
+            .body(r.body.clone())
+            .timeout(timeout);
+        for (name, value) in &r.headers {
+            rb = rb.header(name, value);
+        }
+        Some(rb)
+    }
+}
+
+impl Transport for GooseTransport<'_> {
+    async fn send(&mut self, template: &Template, r: Rendered, timeout: Duration) -> AttemptResult {
+        let Some(rb) = self.builder(template, &r, timeout) else {
+            return AttemptResult::Failed {
+                kind: FailureKind::Other,
+            };
+        };
+        let request = GooseRequest::builder()
+            .method(goose_method(&template.method))
+            .path(r.path.as_str())
+            .set_request_builder(rb)
+            .build();
+        match self.user.request(request).await {
+            Ok(goose) => match goose.response {
+                Ok(resp) => read_answer(template, resp).await,
+                Err(e) => AttemptResult::Failed { kind: classify(&e) },
+            },
+            Err(_) => AttemptResult::Failed {
+                kind: FailureKind::Other,
+            },
+        }
+    }
+
+    async fn send_pair(
+        &mut self,
+        template: &Template,
+        a: Rendered,
+        b: Rendered,
+        timeout: Duration,
+    ) -> (AttemptResult, AttemptResult) {
+        let Some(second) = self.builder(template, &b, timeout) else {
+            return (
+                self.send(template, a, timeout).await,
+                AttemptResult::Failed {
+                    kind: FailureKind::Other,
+                },
+            );
+        };
+        let other = async move {
+            match second.send().await {
+                Ok(resp) => read_answer(template, resp).await,
+                Err(e) => AttemptResult::Failed { kind: classify(&e) },
+            }
+        };
+        tokio::join!(self.send(template, a, timeout), other)
+    }
+}

@@ -1,0 +1,431 @@
+//! Request templates: how one checkout attempt is sent to the target API.
+//!
+//! A template names the method, the path, the headers and the body (JSON or form) of the
+//! checkout request, with placeholders `{{order_id}}`, `{{amount}}`, `{{currency}}`,
+//! `{{idempotency_key}}`, `{{payment_method}}` and `{{api_key}}`, and the JSON pointers
+//! where the answer names the payment (`/payment_intent`, `/id`). Templates are compiled
+//! once into literal and placeholder segments, so rendering an attempt is a few copies.
+//! Two are bundled: `checkout-json` (a merchant's `POST /checkout`) and `stripe` (the
+//! provider itself, `POST /v1/payment_intents` with `confirm=true`).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+/// The values one attempt fills in.
+#[derive(Debug, Clone)]
+pub struct Values<'a> {
+    pub order_id: &'a str,
+    pub amount: u64,
+    pub currency: &'a str,
+    /// `None` for a client that sends no key: headers using it are left out.
+    pub idempotency_key: Option<&'a str>,
+    pub payment_method: &'a str,
+    pub api_key: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placeholder {
+    OrderId,
+    Amount,
+    Currency,
+    IdempotencyKey,
+    PaymentMethod,
+    ApiKey,
+}
+
+impl Placeholder {
+    fn parse(name: &str) -> Option<Self> {
+        Some(match name.trim() {
+            "order_id" => Self::OrderId,
+            "amount" => Self::Amount,
+            "currency" => Self::Currency,
+            "idempotency_key" => Self::IdempotencyKey,
+            "payment_method" => Self::PaymentMethod,
+            "api_key" => Self::ApiKey,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Literal(String),
+    Value(Placeholder),
+}
+
+/// How placeholder values are escaped in a part of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    Json,
+    Form,
+}
+
+/// A string with placeholders, compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Text(Vec<Segment>);
+
+impl Text {
+    fn compile(source: &str, file: &str, field: &str) -> Result<Self, ConfigError> {
+        let mut segments = Vec::new();
+        let mut rest = source;
+        while let Some(open) = rest.find("{{") {
+            if open > 0 {
+                segments.push(Segment::Literal(rest[..open].to_string()));
+            }
+            let after = &rest[open + 2..];
+            let close = after
+                .find("}}")
+                .ok_or_else(|| ConfigError::new(file, field, "an unclosed '{{' (placeholders are written {{name}})"))?;
+            let name = &after[..close];
+            let p = Placeholder::parse(name).ok_or_else(|| {
+                ConfigError::new(
+                    file,
+                    field,
+                    format!("unknown placeholder {{{{{name}}}}}, expected one of order_id, amount, currency, idempotency_key, payment_method, api_key"),
+                )
+            })?;
+            segments.push(Segment::Value(p));
+            rest = &after[close + 2..];
+        }
+        if !rest.is_empty() {
+            segments.push(Segment::Literal(rest.to_string()));
+        }
+        Ok(Self(segments))
+    }
+
+    fn uses(&self, p: Placeholder) -> bool {
+        self.0.contains(&Segment::Value(p))
+    }
+
+    fn render(&self, v: &Values<'_>, escape: Escape, out: &mut String) {
+        for seg in &self.0 {
+            match seg {
+                Segment::Literal(s) => out.push_str(s),
+                Segment::Value(p) => {
+                    let amount;
+                    let raw: &str = match p {
+                        Placeholder::OrderId => v.order_id,
+                        Placeholder::Amount => {
+                            amount = v.amount.to_string();
+                            &amount
+                        }
+                        Placeholder::Currency => v.currency,
+                        Placeholder::IdempotencyKey => v.idempotency_key.unwrap_or(""),
+                        Placeholder::PaymentMethod => v.payment_method,
+                        Placeholder::ApiKey => v.api_key,
+                    };
+                    match escape {
+                        Escape::None => out.push_str(raw),
+                        Escape::Json => {
+                            let quoted = serde_json::to_string(raw).unwrap_or_default();
+                            out.push_str(&quoted[1..quoted.len() - 1]);
+                        }
+                        Escape::Form => out.extend(form_urlencoded_byte_serialize(raw)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn form_urlencoded_byte_serialize(s: &str) -> impl Iterator<Item = char> + '_ {
+    s.bytes().flat_map(|b| {
+        let keep = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'*');
+        let chars: Vec<char> = if keep {
+            vec![b as char]
+        } else if b == b' ' {
+            vec!['+']
+        } else {
+            format!("%{b:02X}").chars().collect()
+        };
+        chars
+    })
+}
+
+/// The body format of a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum BodyFormat {
+    #[serde(rename = "json")]
+    Json,
+    #[serde(rename = "form")]
+    Form,
+}
+
+/// A template as written in TOML.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateFile {
+    name: String,
+    method: String,
+    path: String,
+    format: BodyFormat,
+    body: String,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default = "default_pointers")]
+    payment_id: Vec<String>,
+}
+
+fn default_pointers() -> Vec<String> {
+    vec!["/payment_intent".into(), "/id".into()]
+}
+
+/// A compiled request template.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub name: String,
+    pub method: reqwest::Method,
+    path: Text,
+    format: BodyFormat,
+    body: Text,
+    headers: Vec<(reqwest::header::HeaderName, Text)>,
+    payment_id: Vec<String>,
+}
+
+/// A rendered attempt, ready to send.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub path: String,
+    pub content_type: &'static str,
+    pub body: String,
+    pub headers: Vec<(reqwest::header::HeaderName, String)>,
+}
+
+pub const CHECKOUT_JSON: &str = r#"
+name = "checkout-json"
+method = "POST"
+path = "/checkout"
+format = "json"
+body = '{"order_id":"{{order_id}}","amount":{{amount}},"currency":"{{currency}}","payment_method":"{{payment_method}}"}'
+payment_id = ["/payment_intent", "/id"]
+
+[headers]
+Idempotency-Key = "{{idempotency_key}}"
+"#;
+
+pub const STRIPE: &str = r#"
+name = "stripe"
+method = "POST"
+path = "/v1/payment_intents"
+format = "form"
+body = "amount={{amount}}&currency={{currency}}&confirm=true&payment_method={{payment_method}}&metadata[order_id]={{order_id}}"
+payment_id = ["/id", "/error/payment_intent/id"]
+
+[headers]
+Authorization = "Bearer {{api_key}}"
+Idempotency-Key = "{{idempotency_key}}"
+"#;
+
+/// The bundled templates, by name.
+pub const BUNDLED: &[(&str, &str)] = &[("checkout-json", CHECKOUT_JSON), ("stripe", STRIPE)];
+
+impl Template {
+    /// A bundled template by name, or a TOML file by path.
+    pub fn load(name_or_path: &str) -> Result<Self, ConfigError> {
+        if let Some((_, text)) = BUNDLED.iter().find(|(n, _)| *n == name_or_path) {
+            return Self::parse(name_or_path, text);
+        }
+        if !(name_or_path.contains('/') || name_or_path.ends_with(".toml")) {
+            return Err(ConfigError::new(
+                name_or_path,
+                "template",
+                "a bundled template (checkout-json, stripe) or a path to a .toml file",
+            ));
+        }
+        let text = std::fs::read_to_string(name_or_path)
+            .map_err(|e| ConfigError::new(name_or_path, "template", format!("a readable file ({e})")))?;
+        Self::parse(name_or_path, &text)
+    }
+
+    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
+        let t: TemplateFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| text[..s.start].lines().count().max(1));
+            let message = e.message().to_string();
+            match line {
+                Some(l) => ConfigError::new(&format!("{file}:{l}"), "template", message),
+                None => ConfigError::new(file, "template", message),
+            }
+        })?;
+        let method = reqwest::Method::from_bytes(t.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| ConfigError::new(file, "method", format!("an HTTP method, got '{}'", t.method)))?;
+        if !t.path.starts_with('/') {
+            return Err(ConfigError::new(file, "path", "a path starting with '/'"));
+        }
+        let path = Text::compile(&t.path, file, "path")?;
+        let body = Text::compile(&t.body, file, "body")?;
+        if !body.uses(Placeholder::OrderId) {
+            return Err(ConfigError::new(
+                file,
+                "body",
+                "a body that sends {{order_id}} (the provider correlates charges by it)",
+            ));
+        }
+        let mut headers = Vec::new();
+        for (name, value) in &t.headers {
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ConfigError::new(file, &format!("headers.{name}"), "a valid header name"))?;
+            headers.push((header, Text::compile(value, file, &format!("headers.{name}"))?));
+        }
+        for p in &t.payment_id {
+            if !p.starts_with('/') {
+                return Err(ConfigError::new(
+                    file,
+                    "payment_id",
+                    format!("JSON pointers starting with '/', got '{p}'"),
+                ));
+            }
+        }
+        Ok(Self {
+            name: t.name,
+            method,
+            path,
+            format: t.format,
+            body,
+            headers,
+            payment_id: t.payment_id,
+        })
+    }
+
+    /// Whether the template sends an idempotency key at all.
+    pub fn sends_key(&self) -> bool {
+        self.headers.iter().any(|(_, v)| v.uses(Placeholder::IdempotencyKey))
+            || self.body.uses(Placeholder::IdempotencyKey)
+    }
+
+    pub fn render(&self, v: &Values<'_>) -> Rendered {
+        let mut path = String::new();
+        self.path.render(v, Escape::Form, &mut path);
+        let (escape, content_type) = match self.format {
+            BodyFormat::Json => (Escape::Json, "application/json"),
+            BodyFormat::Form => (Escape::Form, "application/x-www-form-urlencoded"),
+        };
+        let mut body = String::with_capacity(256);
+        self.body.render(v, escape, &mut body);
+        let headers = self
+            .headers
+            .iter()
+            .filter(|(_, t)| v.idempotency_key.is_some() || !t.uses(Placeholder::IdempotencyKey))
+            .map(|(name, t)| {
+                let mut value = String::new();
+                t.render(v, Escape::None, &mut value);
+                (name.clone(), value)
+            })
+            .collect();
+        Rendered {
+            path,
+            content_type,
+            body,
+            headers,
+        }
+    }
+
+    /// The payment id named by a successful (or card-error) answer.
+    pub fn payment_id(&self, body: &serde_json::Value) -> Option<String> {
+        self.payment_id
+            .iter()
+            .find_map(|p| body.pointer(p).and_then(|v| v.as_str()).map(str::to_string))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(key: Option<&str>) -> Values<'_> {
+        Values {
+            order_id: "r1-000001",
+            amount: 2500,
+            currency: "usd",
+            idempotency_key: key,
+            payment_method: "pm_card_visa",
+            api_key: "sk_test_x",
+        }
+    }
+
+    #[test]
+    fn bundled_templates_render() {
+        let t = Template::load("checkout-json").unwrap();
+        let r = t.render(&values(Some("k-1")));
+        assert_eq!(r.path, "/checkout");
+        let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(body["amount"], 2500);
+        assert_eq!(body["order_id"], "r1-000001");
+        assert_eq!(r.headers[0].1, "k-1");
+        let s = Template::load("stripe").unwrap().render(&values(Some("k 1")));
+        assert!(s.body.contains("metadata[order_id]=r1-000001"));
+        assert!(s
+            .headers
+            .iter()
+            .any(|(n, v)| n == "authorization" && v == "Bearer sk_test_x"));
+    }
+
+    #[test]
+    fn no_key_leaves_the_key_header_out() {
+        let t = Template::load("checkout-json").unwrap();
+        assert!(t.sends_key());
+        assert!(t.render(&values(None)).headers.is_empty());
+    }
+
+    #[test]
+    fn values_are_escaped_for_their_format() {
+        let t = Template::parse(
+            "t.toml",
+            "name='t'\nmethod='post'\npath='/x'\nformat='form'\nbody='order={{order_id}}'\n",
+        )
+        .unwrap();
+        let mut v = values(None);
+        v.order_id = "a&b=c d";
+        assert_eq!(t.render(&v).body, "order=a%26b%3Dc+d");
+        let j = Template::parse(
+            "j.toml",
+            "name='j'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{\"o\":\"{{order_id}}\"}'\n",
+        )
+        .unwrap();
+        v.order_id = "q\"uote";
+        let parsed: serde_json::Value = serde_json::from_str(&j.render(&v).body).unwrap();
+        assert_eq!(parsed["o"], "q\"uote");
+    }
+
+    #[test]
+    fn bad_templates_name_the_field() {
+        let cases = [
+            (
+                "name='t'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{{nope}}'\n",
+                "body",
+            ),
+            (
+                "name='t'\nmethod='POST'\npath='x'\nformat='json'\nbody='{{order_id}}'\n",
+                "path",
+            ),
+            ("name='t'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{}'\n", "body"),
+            (
+                "name='t'\nmethod='POST'\npath='/x'\nformat='xml'\nbody='{{order_id}}'\n",
+                "template",
+            ),
+            (
+                "name='t'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{{order_id}}'\nextra=1\n",
+                "template",
+            ),
+        ];
+        for (text, field) in cases {
+            let e = Template::parse("t.toml", text).unwrap_err();
+            assert_eq!(e.field, field, "{text}: {e}");
+        }
+        assert!(Template::load("nonexistent").is_err());
+    }
+
+    #[test]
+    fn payment_ids_come_from_the_pointers() {
+        let t = Template::load("stripe").unwrap();
+        assert_eq!(
+            t.payment_id(&serde_json::json!({"id": "pi_1"})).as_deref(),
+            Some("pi_1")
+        );
+        let err = serde_json::json!({"error": {"payment_intent": {"id": "pi_2"}}});
+        assert_eq!(t.payment_id(&err).as_deref(), Some("pi_2"));
+    }
+}
