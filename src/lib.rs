@@ -5,4 +5,5 @@
 //! provider in-process with [`provider::RunningProvider::start`].
 
 pub mod faults;
+pub mod merchant;
 pub mod provider;

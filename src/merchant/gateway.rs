@@ -1,0 +1,78 @@
+//! The payment provider as the merchant sees it: charge, and find the charges of an order.
+//!
+//! [`Gateway`] is what the strategies call; `stripe_gateway` implements it over the
+//! provider's HTTP API, and tests can substitute their own. The important part is the
+//! classification of a charge's outcome ([`ChargeOutcome`]): a success or a decline is
+//! definite; a refused request, a 429 or a refused connection definitely charged nothing;
+//! everything else — a timeout, a connection lost mid-request, any 5xx, a 409 for a key in
+//! use — leaves the outcome *unknown*, and only a search can say whether money moved.
+
+use async_trait::async_trait;
+
+use super::order::{Amount, Currency, OrderId, PaymentIntentId, PaymentMethod};
+
+/// One charge: a payment intent created and confirmed at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeRequest {
+    pub order_id: OrderId,
+    pub amount: Amount,
+    pub currency: Currency,
+    pub payment_method: PaymentMethod,
+    /// The provider idempotency key, if any.
+    pub idempotency_key: Option<String>,
+}
+
+/// What a charge call established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChargeOutcome {
+    /// The provider charged: this payment intent succeeded.
+    Succeeded { payment_intent: PaymentIntentId },
+    /// The provider declined the card: nothing was charged.
+    Declined { decline_code: String, message: String },
+    /// The provider refused the request as invalid (400): nothing was charged or stored.
+    Rejected { param: Option<String>, message: String },
+    /// Definitely nothing charged, but worth retrying (429, connection refused, 401…).
+    NotCharged { reason: String },
+    /// The provider may or may not have charged.
+    Unknown { reason: String, timed_out: bool },
+}
+
+/// A payment intent found by a search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundPayment {
+    pub payment_intent: PaymentIntentId,
+    /// The provider's status: `succeeded`, `requires_payment_method` (declined), …
+    pub status: String,
+    pub amount: u64,
+    pub currency: String,
+    /// Unix seconds.
+    pub created: i64,
+}
+
+impl FoundPayment {
+    pub fn succeeded(&self) -> bool {
+        self.status == "succeeded"
+    }
+
+    /// Whether the intent is in a state that may still turn into a charge.
+    pub fn unsettled(&self) -> bool {
+        matches!(
+            self.status.as_str(),
+            "processing" | "requires_capture" | "requires_confirmation" | "requires_action"
+        )
+    }
+}
+
+/// A search that did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("searching the provider failed: {0}")]
+pub struct GatewayError(pub String);
+
+#[async_trait]
+pub trait Gateway: Send + Sync + 'static {
+    /// Creates and confirms a payment intent; never fails, it classifies.
+    async fn charge(&self, req: &ChargeRequest) -> ChargeOutcome;
+
+    /// The payment intents whose `metadata[order_id]` is `order` (a read: charges nothing).
+    async fn find_payments(&self, order: &OrderId) -> Result<Vec<FoundPayment>, GatewayError>;
+}

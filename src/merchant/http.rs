@@ -1,0 +1,155 @@
+//! The merchant's HTTP surface: `POST /checkout`, `GET /orders/{id}`, `GET /health`.
+//!
+//! Handlers only translate: a JSON body and an `Idempotency-Key` header into a
+//! [`CheckoutRequest`] and an [`IdempotencyKey`] (bad input is a 400 naming the
+//! parameter), and an [`Answer`] back into a status, a JSON body, `Retry-After` and
+//! `Idempotent-Replayed`. A checkout runs in its own task, so a client that hangs up
+//! mid-payment cannot cut the merchant's bookkeeping short. Every error, including
+//! unknown routes, wrong methods and oversized bodies, is JSON.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use super::checkout::{Answer, CheckoutRequest, InvalidInput, Reply};
+use super::idempotency_record::IdempotencyKey;
+use super::order::OrderId;
+use super::strategy::CheckoutService;
+
+type Service = Arc<dyn CheckoutService>;
+
+/// Bodies above this size are refused (413).
+const MAX_BODY: usize = 64 * 1024;
+
+pub fn router(service: Service) -> Router {
+    Router::new()
+        .route("/checkout", post(checkout))
+        .route("/orders/{id}", get(order))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(CatchPanicLayer::custom(|_| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the merchant failed unexpectedly",
+            )
+        }))
+        .with_state(service)
+}
+
+fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": code, "message": message.into()}))).into_response()
+}
+
+fn answer(a: Answer) -> Response {
+    let status = StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (status, Json(a.body)).into_response();
+    if let Some(secs) = a.retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if a.replayed {
+        resp.headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    resp
+}
+
+/// The `Idempotency-Key` header: absent, or a valid key.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, InvalidInput> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let bad = |message: String| InvalidInput::new(Some("Idempotency-Key"), message);
+    let text = value
+        .to_str()
+        .map_err(|_| bad("Idempotency-Key must be printable ASCII".into()))?;
+    IdempotencyKey::parse(text).map(Some).map_err(|e| bad(e.0))
+}
+
+async fn checkout(State(service): State<Service>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return error(e.status(), "invalid_body", e.body_text()),
+    };
+    let req = match CheckoutRequest::from_json(&body) {
+        Ok(req) => req,
+        Err(e) => return answer(Reply::Invalid(e).into()),
+    };
+    let key = match idempotency_key(&headers) {
+        Ok(key) => key,
+        Err(e) => return answer(Reply::Invalid(e).into()),
+    };
+    // A payment, once started, is finished and recorded even if the client goes away.
+    match tokio::spawn(async move { service.checkout(req, key).await }).await {
+        Ok(a) => answer(a),
+        Err(e) => {
+            tracing::error!(error = %e, "checkout task failed");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the checkout failed unexpectedly",
+            )
+        }
+    }
+}
+
+async fn order(State(service): State<Service>, Path(id): Path<String>) -> Response {
+    let id = match OrderId::parse(&id) {
+        Ok(id) => id,
+        Err(e) => return answer(Reply::Invalid(InvalidInput::new(Some("id"), e.0)).into()),
+    };
+    match service.order(&id).await {
+        Ok(Some(order)) => {
+            let mut body = serde_json::to_value(&order).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut body {
+                map.insert("order_id".into(), json!(order.id));
+            }
+            (StatusCode::OK, Json(body)).into_response()
+        }
+        Ok(None) => error(StatusCode::NOT_FOUND, "order_not_found", format!("no order `{id}`")),
+        Err(e) => {
+            let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string());
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1u64));
+            resp
+        }
+    }
+}
+
+async fn health(State(service): State<Service>) -> Response {
+    let health = service.health().await;
+    let status = if health.problem.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(health)).into_response()
+}
+
+async fn not_found(method: Method, uri: Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "no route for {method} {}; the merchant serves POST /checkout, GET /orders/{{id}} and GET /health",
+            uri.path()
+        ),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,105 @@
+//! The order book of the naive and lock-only merchants: a record, not a guard.
+//!
+//! These strategies decide nothing from stored state (that is their flaw), but `GET
+//! /orders/{id}` should still show what happened. The book keeps, per order id and in
+//! process memory, the latest request's amount and payment method, how many provider
+//! calls were made, and the last outcome — once an order has been paid it stays paid,
+//! showing the latest payment intent, so repeated charges are visible as `attempts`.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use super::checkout::CheckoutRequest;
+use super::gateway::ChargeOutcome;
+use super::order::{Order, OrderId, OrderStatus};
+
+#[derive(Default)]
+pub struct OrderBook {
+    orders: Mutex<HashMap<OrderId, Order>>,
+}
+
+impl OrderBook {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records one provider call for `req` and its outcome.
+    pub fn record(&self, req: &CheckoutRequest, outcome: &ChargeOutcome, now_ms: i64) {
+        let mut orders = self.orders.lock();
+        let order = orders.entry(req.order_id.clone()).or_insert_with(|| {
+            Order::new(
+                req.order_id.clone(),
+                req.amount,
+                req.currency.clone(),
+                req.payment_method.clone(),
+                now_ms,
+            )
+        });
+        order.amount = req.amount;
+        order.currency = req.currency.clone();
+        order.payment_method = req.payment_method.clone();
+        order.attempts += 1;
+        order.generation_attempts += 1;
+        order.last_attempt_ms = now_ms;
+        order.updated_ms = now_ms;
+        order.version = order.version.next();
+        let paid = order.status == OrderStatus::Paid;
+        match outcome {
+            ChargeOutcome::Succeeded { payment_intent } => {
+                order.status = OrderStatus::Paid;
+                order.payment_intent = Some(payment_intent.clone());
+                order.last_error = None;
+            }
+            ChargeOutcome::Declined { decline_code, message } if !paid => {
+                order.status = OrderStatus::Declined;
+                order.decline_code = Some(decline_code.clone());
+                order.decline_message = Some(message.clone());
+            }
+            ChargeOutcome::Rejected { message: reason, .. }
+            | ChargeOutcome::NotCharged { reason }
+            | ChargeOutcome::Unknown { reason, .. } => {
+                if !paid {
+                    order.status = OrderStatus::Pending;
+                }
+                order.last_error = Some(reason.clone());
+            }
+            ChargeOutcome::Declined { .. } => {}
+        }
+    }
+
+    pub fn get(&self, id: &OrderId) -> Option<Order> {
+        self.orders.lock().get(id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merchant::order::PaymentIntentId;
+
+    #[test]
+    fn a_paid_order_stays_paid_and_counts_attempts() {
+        let book = OrderBook::new();
+        let req = CheckoutRequest::from_json(
+            br#"{"order_id":"o1","amount":2000,"currency":"usd","payment_method":"pm_card_visa"}"#,
+        )
+        .unwrap();
+        let paid = ChargeOutcome::Succeeded {
+            payment_intent: PaymentIntentId::new("pi_1"),
+        };
+        book.record(&req, &paid, 1);
+        book.record(
+            &req,
+            &ChargeOutcome::Unknown {
+                reason: "lost".into(),
+                timed_out: false,
+            },
+            2,
+        );
+        let o = book.get(&req.order_id).unwrap();
+        assert_eq!(o.status, OrderStatus::Paid);
+        assert_eq!(o.attempts, 2);
+        assert_eq!(o.last_error.as_deref(), Some("lost"));
+    }
+}

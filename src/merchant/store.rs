@@ -1,0 +1,60 @@
+//! The durable state of the idempotent merchant behind one trait: key records and orders.
+//!
+//! [`Store`] has two implementations: `memory_store` (the embedded default, used by the
+//! demo and most tests) and `postgres_store` (tables created by idempotent migrations at
+//! start-up). Both give the same guarantees: a key record is created at most once per key
+//! (a unique constraint), an order row at most once per order id, and an order is only
+//! ever replaced by a compare-and-set on its version and status — the store holds no
+//! business rules beyond that; the state machine lives in `order`.
+
+use async_trait::async_trait;
+
+use super::fencing::FencedWrite;
+use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
+use super::order::{Order, OrderId};
+
+/// A storage failure. Every one is retryable from the client's point of view (503).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    #[error("the store holds a row it cannot read: {0}")]
+    Corrupt(String),
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `memory` or `postgres`.
+    fn kind(&self) -> &'static str;
+
+    /// Succeeds when the store can serve requests.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Stores `record` unless a live record exists for its key; an expired one is replaced.
+    async fn begin_key(&self, record: &KeyRecord, now_ms: i64) -> Result<KeyBegin, StoreError>;
+
+    /// Stores the final reply of the key's request (only into a record with that
+    /// fingerprint and no reply yet).
+    async fn complete_key(
+        &self,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        reply: &StoredReply,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes records expired at `now_ms`; returns how many.
+    async fn prune_keys(&self, now_ms: i64) -> Result<u64, StoreError>;
+
+    /// Stores `order` unless an order with its id exists; returns the stored order.
+    async fn create_order(&self, order: &Order) -> Result<Order, StoreError>;
+
+    async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError>;
+
+    /// Replaces the stored order with `next` only if it still has `expected`'s version
+    /// and status.
+    async fn write_order(&self, expected: &Order, next: &Order) -> Result<FencedWrite, StoreError>;
+
+    /// Orders needing the reconciler: `reconciling` ones, and `processing` ones whose
+    /// lease lapsed at `now_ms`; at most `limit`, oldest change first.
+    async fn orders_to_reconcile(&self, now_ms: i64, limit: usize) -> Result<Vec<Order>, StoreError>;
+}
