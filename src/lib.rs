@@ -4,6 +4,7 @@
 //! The crate's library is what the `fauxpay` binary runs; embedders and tests start a
 //! provider in-process with [`provider::RunningProvider::start`].
 
+pub mod demo;
 pub mod faults;
 pub mod merchant;
 pub mod provider;

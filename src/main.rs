@@ -1,107 +1,18 @@
 //! The `fauxpay` command line: parse the flags, then call into the library.
 
 use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use fauxpay::faults;
-use fauxpay::provider::{self, Config, CorrelationSource, DuplicatePolicy, IdempotencyMode, Provider};
+use fauxpay::merchant::MerchantConfig;
+use fauxpay::provider::{self, Config, Provider};
 use tracing_subscriber::EnvFilter;
 
-#[derive(Parser)]
-#[command(
-    name = "fauxpay",
-    version,
-    about = "A fake, Stripe-compatible payment provider that catches double charges"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
+mod cli;
 
-#[derive(Subcommand)]
-enum Command {
-    /// Run the fake provider: Stripe's /v1 payment API with exact idempotency and a ledger.
-    Serve(ServeArgs),
-    /// Fire concurrent checkouts at a target API, reconcile with the ledger, gate on anomalies.
-    ///
-    /// Exit codes: 0 every gate held, 1 a gate failed, 2 bad usage or configuration,
-    /// 3 the target or the provider was unreachable before the run started.
-    Load(Box<fauxpay_loadtests::LoadArgs>),
-    /// Work with load reports.
-    Report {
-        #[command(subcommand)]
-        command: ReportCommand,
-    },
-    /// List the bundled fault profiles, or check profile files.
-    Profiles {
-        #[command(subcommand)]
-        command: ProfilesCommand,
-    },
-}
-
-#[derive(Subcommand)]
-enum ReportCommand {
-    /// Merge report.json files of load generators run against one provider, and gate.
-    Merge(fauxpay_loadtests::MergeArgs),
-}
-
-#[derive(Subcommand)]
-enum ProfilesCommand {
-    /// The bundled fault profiles, with their descriptions.
-    List,
-    /// Validate fault profiles (files, or bundled names); one line per mistake, exit 2 on any.
-    Check {
-        #[arg(required = true)]
-        profiles: Vec<String>,
-    },
-}
-
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// Fault profile: a bundled name (see `fauxpay profiles list`) or a path to a TOML file.
-    #[arg(long, default_value = "happy", env = "FAUXPAY_PROFILE")]
-    profile: String,
-    /// Address to listen on; port 0 picks a free port (the start-up line says which).
-    #[arg(long, default_value = "127.0.0.1:12111", env = "FAUXPAY_ADDR")]
-    addr: SocketAddr,
-    /// Idempotency semantics: `stripe` (400 on a reused key with other parameters) or
-    /// `ietf` (the IETF Idempotency-Key draft: 422, and keys may be RFC 8941 strings).
-    #[arg(long, value_enum, default_value = "stripe")]
-    idempotency: IdempotencyMode,
-    /// How long a stored idempotent response is kept; afterwards the same key makes a
-    /// new payment (e.g. 24h, 10m, 30s).
-    #[arg(long, default_value = "24h", value_parser = parse_duration)]
-    key_ttl: Duration,
-    /// With --idempotency ietf: refuse POSTs without an Idempotency-Key (400).
-    #[arg(long)]
-    require_idempotency_key: bool,
-    /// Which request parameter says what logical payment a charge belongs to (its
-    /// correlation id); duplicates are found per correlation id.
-    #[arg(long, default_value = "metadata.order_id", value_parser = CorrelationSource::parse)]
-    correlate: CorrelationSource,
-    /// A new key for an already-charged correlation id: `allow` charges again and flags
-    /// it (like a real provider), `reject` answers 402 duplicate_transaction.
-    #[arg(long, value_enum, default_value = "allow")]
-    duplicates: DuplicatePolicy,
-    /// Accept only this exact API key (default: any sk_test_… key).
-    #[arg(long, env = "FAUXPAY_API_KEY")]
-    api_key: Option<String>,
-    /// Require `Authorization: Bearer TOKEN` on /__fauxpay/* (except health) and /metrics.
-    #[arg(long, env = "FAUXPAY_ADMIN_TOKEN")]
-    admin_token: Option<String>,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (expected a duration such as 24h, 10m or 30s)"))?;
-    if d.is_zero() {
-        return Err("must be longer than zero".into());
-    }
-    Ok(d)
-}
+use cli::{Cli, Command, MerchantArgs, ProfilesCommand, ReportCommand, ServeArgs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -112,6 +23,8 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Merchant(args) => merchant(args),
+        Command::Demo(args) => return demo(args),
         Command::Load(args) => return load(*args),
         Command::Report {
             command: ReportCommand::Merge(args),
@@ -138,6 +51,66 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fauxpay: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
+    let mut config = MerchantConfig::new(args.strategy, args.provider);
+    config.redis_url = args.redis;
+    config.postgres_url = args.postgres;
+    config.pg_schema = args.pg_schema;
+    config.api_key = args.api_key;
+    config.provider_timeout = args.provider_timeout;
+    config.reconcile_interval = args.reconcile_interval;
+    runtime()?.block_on(async move {
+        let shutdown = shutdown_signal()?;
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.addr))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(
+            "fauxpay merchant ({}) listening on http://{addr} (provider {}, store {}, lock {})",
+            config.strategy.as_str(),
+            config.provider_url,
+            if config.postgres_url.is_some() {
+                "postgres"
+            } else {
+                "memory"
+            },
+            if config.redis_url.is_some() { "redis" } else { "memory" },
+        );
+        fauxpay::merchant::serve(listener, config, shutdown)
+            .await
+            .context("serving")?;
+        tracing::info!("fauxpay merchant stopped");
+        Ok(())
+    })
+}
+
+/// `fauxpay demo`: 0 when the kit behaved, 1 when it did not, 2 when it could not run.
+fn demo(args: fauxpay::demo::DemoArgs) -> ExitCode {
+    let result = runtime()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(fauxpay::demo::run(args)).map_err(|e| e.to_string()));
+    match result {
+        Ok(outcome) => {
+            print!("{}", outcome.table());
+            if outcome.kit_behaved() {
+                println!("\nThe kit caught the double-charging merchants and passed the idempotent one.");
+                ExitCode::SUCCESS
+            } else {
+                println!("\nThe kit did not behave as it must (see the verdicts above).");
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("fauxpay demo: {e}");
             ExitCode::from(2)
         }
     }

@@ -1,0 +1,141 @@
+//! The `fauxpay` command line's shape: every subcommand and flag, parsed by clap.
+//!
+//! Kept apart from `main.rs` (which only dispatches) so tests can run the real parser
+//! over command lines written elsewhere, such as the services of `docker-compose.yml`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use fauxpay::merchant::{MerchantConfig, Strategy};
+use fauxpay::provider::{CorrelationSource, DuplicatePolicy, IdempotencyMode};
+
+#[derive(Parser)]
+#[command(
+    name = "fauxpay",
+    version,
+    about = "A fake, Stripe-compatible payment provider that catches double charges"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the fake provider: Stripe's /v1 payment API with exact idempotency and a ledger.
+    Serve(ServeArgs),
+    /// The whole kit in one process: provider, three merchants, a load run against each.
+    ///
+    /// Exits 0 only when naive and lock-only were caught double-charging and idempotent
+    /// held every gate.
+    Demo(fauxpay::demo::DemoArgs),
+    /// Run a reference merchant (a checkout API that pays through the provider).
+    Merchant(MerchantArgs),
+    /// Fire concurrent checkouts at a target API, reconcile with the ledger, gate on anomalies.
+    ///
+    /// Exit codes: 0 every gate held, 1 a gate failed, 2 bad usage or configuration,
+    /// 3 the target or the provider was unreachable before the run started.
+    Load(Box<fauxpay_loadtests::LoadArgs>),
+    /// Work with load reports.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
+    /// List the bundled fault profiles, or check profile files.
+    Profiles {
+        #[command(subcommand)]
+        command: ProfilesCommand,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct MerchantArgs {
+    /// naive (no idempotency), lock-only (a lock, nothing durable) or idempotent (the full pattern).
+    #[arg(long, value_enum)]
+    pub strategy: Strategy,
+    /// Base URL of the fauxpay provider (or any Stripe-compatible API).
+    #[arg(long, env = "FAUXPAY_PROVIDER")]
+    pub provider: String,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080", env = "FAUXPAY_MERCHANT_ADDR")]
+    pub addr: SocketAddr,
+    /// Redis for the order lock (e.g. redis://127.0.0.1:6379); in memory when absent.
+    #[arg(long, env = "FAUXPAY_REDIS")]
+    pub redis: Option<String>,
+    /// PostgreSQL for key records and orders (e.g. postgres://postgres@127.0.0.1:5432/test); in memory when absent.
+    #[arg(long, env = "FAUXPAY_POSTGRES")]
+    pub postgres: Option<String>,
+    /// PostgreSQL schema for the merchant's tables.
+    #[arg(long, default_value = "fauxpay_merchant")]
+    pub pg_schema: String,
+    /// The provider API key the merchant sends.
+    #[arg(long, default_value = MerchantConfig::DEFAULT_API_KEY, env = "FAUXPAY_API_KEY")]
+    pub api_key: String,
+    /// Bound on every provider call.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub provider_timeout: Duration,
+    /// How often unresolved (reconciling) orders are looked up at the provider.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub reconcile_interval: Duration,
+}
+
+#[derive(Subcommand)]
+pub enum ReportCommand {
+    /// Merge report.json files of load generators run against one provider, and gate.
+    Merge(fauxpay_loadtests::MergeArgs),
+}
+
+#[derive(Subcommand)]
+pub enum ProfilesCommand {
+    /// The bundled fault profiles, with their descriptions.
+    List,
+    /// Validate fault profiles (files, or bundled names); one line per mistake, exit 2 on any.
+    Check {
+        #[arg(required = true)]
+        profiles: Vec<String>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Fault profile: a bundled name (see `fauxpay profiles list`) or a path to a TOML file.
+    #[arg(long, default_value = "happy", env = "FAUXPAY_PROFILE")]
+    pub profile: String,
+    /// Address to listen on; port 0 picks a free port (the start-up line says which).
+    #[arg(long, default_value = "127.0.0.1:12111", env = "FAUXPAY_ADDR")]
+    pub addr: SocketAddr,
+    /// Idempotency semantics: `stripe` (400 on a reused key with other parameters) or
+    /// `ietf` (the IETF Idempotency-Key draft: 422, and keys may be RFC 8941 strings).
+    #[arg(long, value_enum, default_value = "stripe")]
+    pub idempotency: IdempotencyMode,
+    /// How long a stored idempotent response is kept; afterwards the same key makes a
+    /// new payment (e.g. 24h, 10m, 30s).
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub key_ttl: Duration,
+    /// With --idempotency ietf: refuse POSTs without an Idempotency-Key (400).
+    #[arg(long)]
+    pub require_idempotency_key: bool,
+    /// Which request parameter says what logical payment a charge belongs to (its
+    /// correlation id); duplicates are found per correlation id.
+    #[arg(long, default_value = "metadata.order_id", value_parser = CorrelationSource::parse)]
+    pub correlate: CorrelationSource,
+    /// A new key for an already-charged correlation id: `allow` charges again and flags
+    /// it (like a real provider), `reject` answers 402 duplicate_transaction.
+    #[arg(long, value_enum, default_value = "allow")]
+    pub duplicates: DuplicatePolicy,
+    /// Accept only this exact API key (default: any sk_test_… key).
+    #[arg(long, env = "FAUXPAY_API_KEY")]
+    pub api_key: Option<String>,
+    /// Require `Authorization: Bearer TOKEN` on /__fauxpay/* (except health) and /metrics.
+    #[arg(long, env = "FAUXPAY_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (expected a duration such as 24h, 10m or 30s)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
