@@ -183,6 +183,16 @@ async fn hang_outlasts_the_client_timeout() {
         .unwrap();
     assert_eq!(last["outcome"], "hung");
     assert_eq!(last["committed_status"], 200);
+    // The client went away: the held request is released long before its 3 s.
+    let started = Instant::now();
+    loop {
+        let metrics = h.client.get(h.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        if metrics.contains("fauxpay_api_requests_in_flight 0") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(2), "the hang outlived its client");
+        tokio::task::yield_now().await;
+    }
 }
 
 #[tokio::test]
