@@ -146,8 +146,10 @@ mod tests {
 
     #[test]
     fn derived_timings_follow_the_provider_timeout() {
-        let mut c = MerchantConfig::default();
-        c.provider_timeout = Duration::from_secs(1);
+        let c = MerchantConfig {
+            provider_timeout: Duration::from_secs(1),
+            ..MerchantConfig::default()
+        };
         assert_eq!(c.effective_lock_ttl(), Duration::from_secs(5));
         assert_eq!(c.effective_settle(), Duration::from_secs(1));
         assert!(c.validate().is_ok());
@@ -155,14 +157,25 @@ mod tests {
 
     #[test]
     fn inconsistent_settings_are_refused() {
-        let mut c = MerchantConfig::default();
-        c.lock_ttl = Some(Duration::from_secs(1));
-        assert!(c.validate().is_err());
-        let mut c = MerchantConfig::default();
-        c.provider_url = "127.0.0.1:1".into();
-        assert!(c.validate().is_err());
-        let mut c = MerchantConfig::default();
-        c.api_key = "pk_test_x".into();
-        assert!(c.validate().is_err());
+        for c in [
+            MerchantConfig {
+                lock_ttl: Some(Duration::from_secs(1)),
+                ..MerchantConfig::default()
+            },
+            MerchantConfig {
+                provider_url: "127.0.0.1:1".into(),
+                ..MerchantConfig::default()
+            },
+            MerchantConfig {
+                api_key: "pk_test_x".into(),
+                ..MerchantConfig::default()
+            },
+            MerchantConfig {
+                pg_pool_size: 0,
+                ..MerchantConfig::default()
+            },
+        ] {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
     }
 }
