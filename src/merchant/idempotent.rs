@@ -1,7 +1,8 @@
 //! The idempotent merchant: every safeguard of the seeds, in one design.
 //!
-//! A checkout takes the order's lock (409 if held, 503 if the lock service is down), then
-//! checks the client's key record (replay a final answer, 422 on another body), then
+//! A checkout replays a final answer stored under its key without further ado; otherwise
+//! it takes the order's lock (409 if held, 503 if the lock service is down), then records
+//! or re-checks the client's key (replay a final answer, 422 on another body), then
 //! works on the order row, whose status moves only by fenced compare-and-set: a pending
 //! (or declined) order is *claimed* (`processing`, version bumped, a lease), the provider
 //! is called with the order's stable idempotency key, and the outcome is written with the
@@ -318,6 +319,21 @@ impl CheckoutService for Idempotent {
     }
 
     async fn checkout(&self, req: CheckoutRequest, key: Option<IdempotencyKey>) -> Answer {
+        // Fast path, before the lock: a stored answer is replayed (even while Redis is down).
+        if let Some(key) = &key {
+            match self.store.key(key).await {
+                Ok(Some(record)) if !record.is_expired(now_ms()) => match record.check(&Fingerprint::of(&req)) {
+                    KeyCheck::Replay(stored) => return Answer::replay(stored),
+                    KeyCheck::Mismatch => return Reply::KeyReused { order_id: req.order_id }.into(),
+                    KeyCheck::Proceed => {}
+                },
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(order_id = %req.order_id, error = %e, "store failure");
+                    return Reply::unavailable(Some(&req.order_id), "store_unavailable", e.to_string()).into();
+                }
+            }
+        }
         let lease = match self.lock.acquire(&req.order_id, self.settings.lock_ttl).await {
             Ok(Some(lease)) => lease,
             Ok(None) => return Reply::InFlight { order_id: req.order_id }.into(),

@@ -38,6 +38,10 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn key(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
+        Ok(self.keys.lock().get(key).cloned())
+    }
+
     async fn begin_key(&self, record: &KeyRecord, now_ms: i64) -> Result<KeyBegin, StoreError> {
         let mut keys = self.keys.lock();
         match keys.get(&record.key) {

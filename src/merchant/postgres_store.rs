@@ -187,16 +187,6 @@ impl PostgresStore {
         let client = self.client().await?;
         bounded(self.timeout, "statement", client.execute(sql, params)).await
     }
-
-    async fn key(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
-        let rows = self
-            .query(
-                &format!("SELECT {KEY_COLUMNS} FROM {} WHERE key = $1", self.keys),
-                &[&key.as_str()],
-            )
-            .await?;
-        rows.first().map(key_from_row).transpose()
-    }
 }
 
 /// Runs a PostgreSQL call with a timeout; every failure becomes [`StoreError::Unavailable`].
@@ -314,6 +304,16 @@ impl Store for PostgresStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.execute("SELECT 1", &[]).await.map(|_| ())
+    }
+
+    async fn key(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError> {
+        let rows = self
+            .query(
+                &format!("SELECT {KEY_COLUMNS} FROM {} WHERE key = $1", self.keys),
+                &[&key.as_str()],
+            )
+            .await?;
+        rows.first().map(key_from_row).transpose()
     }
 
     async fn begin_key(&self, record: &KeyRecord, now_ms: i64) -> Result<KeyBegin, StoreError> {

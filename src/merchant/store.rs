@@ -30,6 +30,9 @@ pub trait Store: Send + Sync + 'static {
     /// Succeeds when the store can serve requests.
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// The key's record, expired or not.
+    async fn key(&self, key: &IdempotencyKey) -> Result<Option<KeyRecord>, StoreError>;
+
     /// Stores `record` unless a live record exists for its key; an expired one is replaced.
     async fn begin_key(&self, record: &KeyRecord, now_ms: i64) -> Result<KeyBegin, StoreError>;
 

@@ -1,0 +1,262 @@
+//! Fencing: a worker that stalls past its lock and its claim's lease comes back to find the
+//! order moved on, and its late write changes nothing. Domain-level, with a provider
+//! stand-in that stalls on command; the store-level check runs on memory and PostgreSQL.
+
+mod merchant_common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use fauxpay::merchant::checkout::CheckoutRequest;
+use fauxpay::merchant::fencing::{advance, Advance};
+use fauxpay::merchant::gateway::{ChargeOutcome, ChargeRequest, FoundPayment, Gateway, GatewayError};
+use fauxpay::merchant::idempotency_record::IdempotencyKey;
+use fauxpay::merchant::idempotent::{Idempotent, IdempotentSettings};
+use fauxpay::merchant::lock::MemoryLock;
+use fauxpay::merchant::memory_store::MemoryStore;
+use fauxpay::merchant::order::{Order, OrderStatus, PaymentIntentId, Transition};
+use fauxpay::merchant::postgres_store::PostgresStore;
+use fauxpay::merchant::reconciler::Reconciler;
+use fauxpay::merchant::store::Store;
+use fauxpay::merchant::strategy::CheckoutService;
+use tokio::sync::Semaphore;
+
+/// A provider stand-in: the first charge commits at once, then its answer is held until
+/// [`Stalling::release`]; searches see the committed charge.
+struct Stalling {
+    committed: AtomicBool,
+    held: Semaphore,
+    charges: AtomicUsize,
+    searches: AtomicUsize,
+}
+
+const PI: &str = "pi_committed_by_the_stale_worker";
+
+impl Stalling {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            committed: AtomicBool::new(false),
+            held: Semaphore::new(0),
+            charges: AtomicUsize::new(0),
+            searches: AtomicUsize::new(0),
+        })
+    }
+
+    fn release(&self) {
+        self.held.add_permits(1);
+    }
+}
+
+#[async_trait]
+impl Gateway for Stalling {
+    async fn charge(&self, _req: &ChargeRequest) -> ChargeOutcome {
+        self.charges.fetch_add(1, Ordering::SeqCst);
+        self.committed.store(true, Ordering::SeqCst);
+        let _ = self.held.acquire().await;
+        ChargeOutcome::Succeeded {
+            payment_intent: PaymentIntentId::new(PI),
+        }
+    }
+
+    async fn find_payments(
+        &self,
+        _order: &fauxpay::merchant::order::OrderId,
+    ) -> Result<Vec<FoundPayment>, GatewayError> {
+        self.searches.fetch_add(1, Ordering::SeqCst);
+        Ok(if self.committed.load(Ordering::SeqCst) {
+            vec![FoundPayment {
+                payment_intent: PaymentIntentId::new(PI),
+                status: "succeeded".into(),
+                amount: 2000,
+                currency: "usd".into(),
+                created: 1,
+            }]
+        } else {
+            Vec::new()
+        })
+    }
+}
+
+fn request(order: &str) -> CheckoutRequest {
+    CheckoutRequest::from_json(
+        format!(r#"{{"order_id":"{order}","amount":2000,"currency":"usd","payment_method":"pm_card_visa"}}"#)
+            .as_bytes(),
+    )
+    .unwrap()
+}
+
+fn key(k: &str) -> Option<IdempotencyKey> {
+    Some(IdempotencyKey::parse(k).unwrap())
+}
+
+const LEASE: Duration = Duration::from_millis(200);
+
+fn settings() -> IdempotentSettings {
+    IdempotentSettings {
+        lock_ttl: LEASE,
+        key_ttl: Duration::from_secs(3600),
+        settle: Duration::ZERO,
+    }
+}
+
+async fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_stale_workers_late_write_changes_nothing() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let gateway = Stalling::new();
+    let merchant = Arc::new(Idempotent::new(
+        store.clone(),
+        Arc::new(MemoryLock::new()),
+        gateway.clone(),
+        settings(),
+    ));
+    let req = request("fence-1");
+
+    // Worker A claims the order, the provider commits, and A stalls (a GC pause, a slow
+    // network) past its lock and its lease.
+    let worker_a = {
+        let (m, req) = (merchant.clone(), req.clone());
+        tokio::spawn(async move { m.checkout(req, key("key-a")).await })
+    };
+    wait_for("A's charge", || gateway.charges.load(Ordering::SeqCst) == 1).await;
+    let claimed = store.order(&req.order_id).await.unwrap().unwrap();
+    assert_eq!(claimed.status, OrderStatus::Processing);
+    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+
+    // Worker B takes the lapsed lock, finds the lapsed claim, and reconciles by search:
+    // the order is paid by A's charge, and B never charges.
+    let b = merchant.checkout(req.clone(), key("key-b")).await;
+    assert_eq!(b.status, 200, "{:?}", b.body);
+    assert_eq!(b.body["payment_intent"], PI);
+    assert_eq!(gateway.charges.load(Ordering::SeqCst), 1, "B must not charge again");
+    assert!(gateway.searches.load(Ordering::SeqCst) >= 1);
+    let after_b = store.order(&req.order_id).await.unwrap().unwrap();
+    assert_eq!(after_b.status, OrderStatus::Paid);
+    assert!(
+        after_b.version > claimed.version.next(),
+        "B suspected, then paid: {after_b:?}"
+    );
+
+    // A wakes up with its answer and writes under its old version: fenced.
+    gateway.release();
+    let a = worker_a.await.unwrap();
+    assert_eq!(a.status, 200, "A answers from the order as it now is: {:?}", a.body);
+    assert_eq!(a.body["payment_intent"], PI);
+    let after_a = store.order(&req.order_id).await.unwrap().unwrap();
+    assert_eq!(after_a, after_b, "the stale worker's write changed nothing");
+    assert_eq!(gateway.charges.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_lapsed_claim_is_resolved_by_the_background_reconciler() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let gateway = Stalling::new();
+    let merchant = Arc::new(Idempotent::new(
+        store.clone(),
+        Arc::new(MemoryLock::new()),
+        gateway.clone(),
+        settings(),
+    ));
+    let req = request("fence-2");
+    let worker = {
+        let (m, req) = (merchant.clone(), req.clone());
+        tokio::spawn(async move { m.checkout(req, key("k")).await })
+    };
+    wait_for("the charge", || gateway.charges.load(Ordering::SeqCst) == 1).await;
+    let reconciler = Reconciler::new(store.clone(), gateway.clone(), Duration::ZERO);
+    // Within the lease the claim is respected.
+    assert_eq!(reconciler.sweep().await.unwrap().paid, 0);
+    tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    assert_eq!(reconciler.sweep().await.unwrap().paid, 1);
+    let paid = store.order(&req.order_id).await.unwrap().unwrap();
+    assert_eq!(paid.payment_intent.as_ref().map(|p| p.as_str()), Some(PI));
+    gateway.release();
+    assert_eq!(worker.await.unwrap().status, 200);
+    assert_eq!(store.order(&req.order_id).await.unwrap().unwrap(), paid);
+}
+
+/// Two workers read the same version; only the first write lands, and a stale worker's
+/// late decline cannot overwrite the payment.
+async fn stale_versions_are_fenced(store: &dyn Store, order_id: &str) {
+    let req = request(order_id);
+    let order = store
+        .create_order(&Order::new(
+            req.order_id.clone(),
+            req.amount,
+            req.currency.clone(),
+            req.payment_method.clone(),
+            1,
+        ))
+        .await
+        .unwrap();
+    let claim = || Transition::Claim {
+        payment_method: req.payment_method.clone(),
+        lease_until_ms: 10,
+    };
+    let Advance::Applied(claimed) = advance(store, &order, claim(), 2).await.unwrap() else {
+        panic!("the first claim applies")
+    };
+    assert_eq!(advance(store, &order, claim(), 2).await.unwrap(), Advance::Fenced);
+    // The claim lapses; the reconciler suspects and pays.
+    let Advance::Applied(suspect) = advance(
+        store,
+        &claimed,
+        Transition::Suspect {
+            reason: "lapsed".into(),
+        },
+        20,
+    )
+    .await
+    .unwrap() else {
+        panic!("suspect applies")
+    };
+    let pay = Transition::Pay {
+        payment_intent: PaymentIntentId::new("pi_1"),
+    };
+    let Advance::Applied(paid) = advance(store, &suspect, pay, 21).await.unwrap() else {
+        panic!("pay applies")
+    };
+    // The stale worker, still holding `claimed`, reports a decline.
+    let late = Transition::Decline {
+        decline_code: "generic_decline".into(),
+        message: "late".into(),
+    };
+    assert_eq!(advance(store, &claimed, late, 30).await.unwrap(), Advance::Fenced);
+    assert_eq!(store.order(&req.order_id).await.unwrap().unwrap(), paid);
+}
+
+#[tokio::test]
+async fn stale_versions_are_fenced_in_memory() {
+    stale_versions_are_fenced(&MemoryStore::new(), "fence-mem").await;
+}
+
+#[tokio::test]
+async fn stale_versions_are_fenced_in_postgres() {
+    if !merchant_common::require(
+        "PostgreSQL at 127.0.0.1:5432",
+        merchant_common::postgres_answers().await,
+    ) {
+        return;
+    }
+    let schema = merchant_common::unique_schema();
+    let store = PostgresStore::connect(merchant_common::LOCAL_POSTGRES, &schema, 2, Duration::from_secs(5))
+        .await
+        .expect("PostgreSQL store");
+    stale_versions_are_fenced(&store, "fence-pg").await;
+    merchant_common::Backend::Durable {
+        redis_url: String::new(),
+        postgres_url: merchant_common::LOCAL_POSTGRES.into(),
+        schema,
+    }
+    .cleanup()
+    .await;
+}

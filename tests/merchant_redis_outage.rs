@@ -1,0 +1,129 @@
+//! A Redis of the test's own (a child `redis-server` on a free port) killed in the middle of
+//! a run and restarted: while it is down the idempotent merchant refuses new work with a
+//! retryable 503 and never pays without its lock (stored answers are still replayed); once it is back, the clients' retries
+//! with the same keys pay every order exactly once. On the embedded store, and with the
+//! orders in PostgreSQL.
+
+mod merchant_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fauxpay::merchant::Strategy;
+use merchant_common::*;
+use reqwest::Client;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+async fn redis_killed_mid_run(with_postgres: bool) {
+    let Some(mut redis) = OwnRedis::start().await else {
+        return;
+    };
+    let backend = if with_postgres {
+        if !require("PostgreSQL at 127.0.0.1:5432", postgres_answers().await) {
+            return;
+        }
+        Backend::Durable {
+            redis_url: redis.url(),
+            postgres_url: LOCAL_POSTGRES.to_string(),
+            schema: unique_schema(),
+        }
+    } else {
+        Backend::Memory
+    };
+    let p = provider("happy").await;
+    let redis_url = redis.url();
+    let m = merchant(Strategy::Idempotent, &p.url(), &backend, |c| {
+        c.redis_url = Some(redis_url);
+        c.store_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let c = Client::new();
+    let run = run_id(if with_postgres { "outage-pg" } else { "outage-mem" });
+
+    // 30 checkouts spread over ~1.5 s, a third of them losing their answer after the charge.
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let gate = Arc::new(Semaphore::new(6));
+    let mut clients = JoinSet::new();
+    for i in 0..30u64 {
+        let (c, url, gate) = (c.clone(), m.url(), gate.clone());
+        let order_id = format!("{run}-{i}");
+        clients.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50 * i)).await;
+            let _permit = gate.acquire_owned().await.unwrap();
+            let pm = if i % 3 == 0 {
+                "pm_fault_drop_after_commit"
+            } else {
+                "pm_card_visa"
+            };
+            let b = body(&order_id, 1000 + i, pm);
+            let result = checkout_until_final(&c, &url, &b, Some(&format!("{order_id}-key")), deadline).await;
+            (order_id, result)
+        });
+    }
+
+    let settled = format!("{run}-settled");
+    let settled_body = body(&settled, 700, "pm_card_visa");
+    let before = checkout(&c, &m.url(), &settled_body, Some("settled-key"))
+        .await
+        .expect("answer");
+    assert_eq!(before.status, 200);
+
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    redis.stop();
+    // A stored answer is still replayed: it needs no lock.
+    let replay = checkout(&c, &m.url(), &settled_body, Some("settled-key"))
+        .await
+        .expect("answer");
+    assert_eq!((replay.status, replay.replayed), (200, true), "{:?}", replay.body);
+    assert_eq!(replay.body, before.body);
+    // While Redis is down: a retryable 503 and a failing health check, and no charge.
+    let probe = format!("{run}-probe");
+    let probe_body = body(&probe, 500, "pm_card_visa");
+    let r = checkout(&c, &m.url(), &probe_body, Some("probe-key"))
+        .await
+        .expect("answer");
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert_eq!(r.body["error"], "lock_unavailable");
+    assert_eq!(r.retry_after.as_deref(), Some("1"));
+    let health = c.get(format!("{}/health", m.url())).send().await.unwrap();
+    assert_eq!(health.status(), 503);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(charges_by_order(&c, &p.url(), &probe).await.is_empty());
+    redis.restart().await;
+
+    let mut saw_outage = false;
+    let mut paid = Vec::new();
+    while let Some(done) = clients.join_next().await {
+        let (order_id, (outcome, seen)) = done.unwrap();
+        saw_outage |= seen.contains(&503);
+        match outcome {
+            Outcome::Paid(pi) => paid.push((order_id, pi)),
+            other => panic!("{order_id}: {other:?} after {seen:?}"),
+        }
+    }
+    assert!(saw_outage, "some clients should have met the outage");
+    let r = checkout(&c, &m.url(), &probe_body, Some("probe-key"))
+        .await
+        .expect("answer");
+    assert_eq!(r.status, 200, "after the restart: {:?}", r.body);
+
+    let charges = charges_by_order(&c, &p.url(), &run).await;
+    for (order_id, pi) in &paid {
+        assert_eq!(charges[order_id].len(), 1, "{order_id}: {:?}", charges[order_id]);
+        assert_eq!(charges[order_id][0]["payment_intent"], pi.as_str());
+    }
+    assert!(duplicate_orders(&c, &p.url(), &run).await.is_empty());
+    m.shutdown().await;
+    backend.cleanup().await;
+}
+
+#[tokio::test]
+async fn redis_killed_mid_run_on_the_embedded_store() {
+    redis_killed_mid_run(false).await;
+}
+
+#[tokio::test]
+async fn redis_killed_mid_run_with_orders_in_postgres() {
+    redis_killed_mid_run(true).await;
+}
