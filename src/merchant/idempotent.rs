@@ -107,10 +107,8 @@ impl Idempotent {
         }
         let reply = self.pay(req).await?;
         if let (Some(key), true) = (key, reply.is_final()) {
-            // The order row already holds the outcome; a lost write here only costs a replay.
-            if let Err(e) = self.store.complete_key(key, &fingerprint, &reply.to_stored()).await {
-                tracing::warn!(order_id = %req.order_id, error = %e, "storing the key's answer failed");
-            }
+            // A final answer is given only once it is stored: a key never answers two ways.
+            self.store.complete_key(key, &fingerprint, &reply.to_stored()).await?;
         }
         Ok(reply.into())
     }

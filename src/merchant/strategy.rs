@@ -68,3 +68,19 @@ pub trait CheckoutService: Send + Sync + 'static {
 
     async fn health(&self) -> Health;
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn strategies_have_their_cli_names() {
+        for s in [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent] {
+            assert_eq!(Strategy::from_str(s.as_str(), false), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert!(Strategy::from_str("lock_only", false).is_err());
+    }
+}
