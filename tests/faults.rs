@@ -186,11 +186,22 @@ async fn hang_outlasts_the_client_timeout() {
     // The client went away: the held request is released long before its 3 s.
     let started = Instant::now();
     loop {
-        let metrics = h.client.get(h.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let metrics = h
+            .client
+            .get(h.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         if metrics.contains("fauxpay_api_requests_in_flight 0") {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(2), "the hang outlived its client");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the hang outlived its client"
+        );
         tokio::task::yield_now().await;
     }
 }
