@@ -482,3 +482,96 @@ async fn shutdown_lets_in_flight_requests_finish() {
     let resp = in_flight.await.unwrap().expect("the in-flight request is answered");
     assert_eq!(resp.status(), 200);
 }
+
+/// Polls the in-flight gauge until it reads `n` (the signal that requests are being held).
+async fn wait_in_flight(h: &Harness, n: u64) {
+    let needle = format!("fauxpay_api_requests_in_flight {n}\n");
+    loop {
+        let metrics = h
+            .client
+            .get(h.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains(&needle) {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test]
+async fn a_key_is_in_flight_while_its_first_request_is_held() {
+    let h = Harness::default().await;
+    let body = charge_body("inflight", "pm_card_visa");
+    let slow = h
+        .post("/v1/payment_intents")
+        .header("Idempotency-Key", "kf")
+        .header("Fauxpay-Fault", "latency; value=800ms")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.clone())
+        .send();
+    let slow = tokio::spawn(slow);
+    wait_in_flight(&h, 1).await;
+    let second = h.form("/v1/payment_intents", &body, Some("kf")).await;
+    assert_eq!(second.status(), 409);
+    assert_eq!(second.headers()["stripe-should-retry"], "true");
+    let (_, err) = json(second).await;
+    assert_eq!(err["error"]["code"], "idempotency_key_in_use");
+    assert_eq!(slow.await.unwrap().unwrap().status(), 200);
+    let third = h.form("/v1/payment_intents", &body, Some("kf")).await;
+    assert_eq!(third.headers()["idempotent-replayed"], "true");
+    assert_eq!(h.ledger("").await.len(), 1);
+}
+
+#[tokio::test]
+async fn the_request_log_keeps_the_committed_status_behind_an_injected_error() {
+    let h = Harness::default().await;
+    let resp = h
+        .post("/v1/payment_intents")
+        .header("Idempotency-Key", "kc")
+        .header("Fauxpay-Fault", "error; status=500; when=after_commit")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(charge_body("committed", "pm_card_visa"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 500);
+    let (_, log) = json(
+        h.client
+            .get(h.url("/__fauxpay/requests?identity=kc"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(log["data"][0]["outcome"], "500");
+    assert_eq!(log["data"][0]["committed_status"], 200);
+}
+
+#[tokio::test]
+async fn shutdown_releases_held_requests() {
+    let h = Harness::default().await;
+    let url = h.url("/v1/payment_intents");
+    let client = h.client.clone();
+    let held = tokio::spawn(async move {
+        client
+            .post(url)
+            .bearer_auth(KEY)
+            .header("Fauxpay-Fault", "hang; hang=60s")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(charge_body("held", "pm_card_visa"))
+            .send()
+            .await
+    });
+    wait_in_flight(&h, 1).await;
+    // Bounded so a regression fails instead of waiting out the 60 s hang.
+    tokio::time::timeout(Duration::from_secs(10), h.provider.shutdown())
+        .await
+        .expect("shutdown does not wait for a hang")
+        .unwrap();
+    assert!(held.await.unwrap().is_err(), "the held request's connection was closed");
+}

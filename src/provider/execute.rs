@@ -3,8 +3,9 @@
 //!
 //! Every `/v1` handler calls [`execute`]. Before the commit a fault may delay the
 //! request, close or reset its connection, hold it, or answer a 5xx or a 429: nothing is
-//! charged and nothing is stored. Then writes go through the idempotency store (claim,
-//! run, store, replay; 409 in flight; 400/422 on a mismatch) and the operation runs.
+//! charged and nothing is stored. A write's idempotency key is claimed on arrival, so a
+//! request held that way is in flight for its key (409 to a concurrent one); then the
+//! operation runs, its response is stored and later replayed (400/422 on a mismatch).
 //! After the commit the money has moved and the response is stored; a fault may still
 //! keep it from the client (dropped, reset, held), dribble it, or replace it with a 5xx —
 //! which is then what the key replays, as Stripe stores its 500s.
@@ -23,7 +24,7 @@ use super::attempt::Attempt;
 use super::error::{ApiError, ErrorType};
 use super::extract::ApiRequest;
 use super::fault_injection::{retry_after_secs, Plan, PlanInput, RequestRecord};
-use super::idempotency::{Begin, Fingerprint, Mode, StoredResponse};
+use super::idempotency::{Begin, Claim, Fingerprint, Mode, StoredResponse};
 use super::ledger::now_ms;
 use super::metrics::Metrics;
 use super::payments::Payments;
@@ -74,9 +75,13 @@ pub async fn execute(
         replayed: false,
         object: None,
     };
+    // The key is claimed on arrival, so a request held by latency or a fault is "in
+    // flight": a concurrent request with the same key gets 409, as at Stripe.
+    let admission = admit(app, &req, access);
     sleep(plan.decision.latency_before).await;
 
     if let Some(fault) = plan.before_commit() {
+        // Returning drops any claim: nothing was charged, nothing is stored.
         return match fault {
             Fault::Error { status, .. } => finish(app, record, error_response(&injected_error(*status, &plan))),
             Fault::RateLimit { retry_after } => finish(app, record, rate_limited(*retry_after)),
@@ -90,26 +95,42 @@ pub async fn execute(
         fault: plan.label.clone(),
         decline: plan.decline(),
     };
-    // An error after the commit is what the key stores, as Stripe stores its 500s.
-    let stored_instead = match plan.after_commit() {
-        Some(Fault::Error { status, .. }) => Some(injected_error(*status, &plan)),
-        _ => None,
-    };
-    let (stored, fresh) = match run(app, &req, access, &attempt, stored_instead.clone(), op) {
-        Outcome::Answer(resp) => (None, resp),
-        Outcome::Replayed(stored) => {
+    let key = req.idempotency_key.as_ref().map(|k| k.as_str());
+    let fresh = match admission {
+        Admission::Refused(resp) => {
+            record.committed_status = Some(resp.status().as_u16());
+            resp
+        }
+        Admission::Replay(stored) => {
             record.replayed = true;
+            record.committed_status = Some(stored.status);
+            record.object = object_id(&stored.body);
             Metrics::bump(&app.metrics.replays);
-            let resp = stored_response(&stored, req.idempotency_key.as_ref().map(|k| k.as_str()), true);
-            (Some(stored), resp)
+            stored_response(&stored, key, true)
         }
-        Outcome::Executed(stored, key) => {
-            let resp = stored_response(&stored, key.as_deref(), false);
-            (Some(stored), resp)
-        }
+        Admission::Fresh(claim) => match op(&app.payments, &req, &attempt) {
+            // Validation failures are not stored: dropping the claim frees the key.
+            Err(e) if !e.executed => {
+                record.committed_status = Some(e.status.as_u16());
+                error_response(&e)
+            }
+            result => {
+                record.committed_status = Some(result.as_ref().map_or_else(|e| e.status.as_u16(), |_| 200));
+                // An error after the commit is what the key stores, as Stripe stores its 500s.
+                let result = match plan.after_commit() {
+                    Some(Fault::Error { status, .. }) => Err(injected_error(*status, &plan)),
+                    _ => result,
+                };
+                let stored = Arc::new(to_stored(result, &req));
+                record.object = object_id(&stored.body);
+                let key = claim.map(|c| {
+                    c.complete(stored.clone());
+                    req.idempotency_key.as_ref().map(|k| k.as_str())
+                });
+                stored_response(&stored, key.flatten(), false)
+            }
+        },
     };
-    record.committed_status = Some(fresh.status().as_u16());
-    record.object = stored.as_ref().and_then(|s| object_id(&s.body));
 
     sleep(plan.decision.latency_after).await;
     match plan.after_commit() {
@@ -120,36 +141,25 @@ pub async fn execute(
     }
 }
 
-enum Outcome {
-    /// A response that was not stored (no key, a validation failure, a key conflict).
-    Answer(Response),
-    /// A stored response replayed for a key.
-    Replayed(Arc<StoredResponse>),
-    /// The operation ran; its response is stored under the key, if there was one.
-    Executed(Arc<StoredResponse>, Option<String>),
+/// What the idempotency layer says about a request on its arrival.
+enum Admission {
+    /// Run the operation (holding the key's claim, if the request has a key).
+    Fresh(Option<Claim>),
+    /// A stored response to replay.
+    Replay(Arc<StoredResponse>),
+    /// Refused: the key is in flight (409) or was used with other parameters.
+    Refused(Response),
 }
 
-fn run(
-    app: &Provider,
-    req: &ApiRequest,
-    access: Access,
-    attempt: &Attempt,
-    stored_instead: Option<ApiError>,
-    op: impl FnOnce(&Payments, &ApiRequest, &Attempt) -> Result<Value, ApiError>,
-) -> Outcome {
+fn admit(app: &Provider, req: &ApiRequest, access: Access) -> Admission {
     let key = match (&req.idempotency_key, access) {
-        (Some(key), Access::Write) => key.clone(),
-        _ => {
-            return match op(&app.payments, req, attempt) {
-                Err(e) if !e.executed => Outcome::Answer(error_response(&e)),
-                result => Outcome::Executed(Arc::new(to_stored(result, req)), None),
-            }
-        }
+        (Some(key), Access::Write) => key,
+        _ => return Admission::Fresh(None),
     };
     let fingerprint = Fingerprint::of(req.method.as_str(), &req.path, &req.params);
-    let claim = match app.idempotency.begin(&req.api_key, &key, fingerprint, Instant::now()) {
-        Begin::Proceed(claim) => claim,
-        Begin::Replay(stored) => return Outcome::Replayed(stored),
+    match app.idempotency.begin(&req.api_key, key, fingerprint, Instant::now()) {
+        Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
+        Begin::Replay(stored) => Admission::Replay(stored),
         Begin::InUse => {
             Metrics::bump(&app.metrics.in_flight_conflicts);
             let e = ApiError::new(
@@ -159,7 +169,7 @@ fn run(
             )
             .with_code("idempotency_key_in_use")
             .retry_hint(true);
-            return Outcome::Answer(error_response(&e));
+            Admission::Refused(error_response(&e))
         }
         Begin::Mismatch => {
             Metrics::bump(&app.metrics.key_mismatches);
@@ -176,16 +186,7 @@ fn run(
                 ),
             )
             .retry_hint(false);
-            return Outcome::Answer(error_response(&e));
-        }
-    };
-    match op(&app.payments, req, attempt) {
-        // Validation failures are not stored: dropping the claim frees the key.
-        Err(e) if !e.executed => Outcome::Answer(error_response(&e)),
-        result => {
-            let stored = Arc::new(to_stored(stored_instead.map_or(result, Err), req));
-            claim.complete(stored.clone());
-            Outcome::Executed(stored, Some(key.as_str().to_string()))
+            Admission::Refused(error_response(&e))
         }
     }
 }
@@ -292,8 +293,11 @@ async fn break_connection(app: &Provider, mut record: RequestRecord, req: &ApiRe
         ));
     };
     if let Some(hold) = hold {
-        // A timer, not a busy task: held requests cost no CPU.
-        tokio::time::sleep(hold).await;
+        // A timer, not a busy task: held requests cost no CPU. Shutdown ends them.
+        tokio::select! {
+            _ = tokio::time::sleep(hold) => {}
+            _ = app.stopping() => {}
+        }
     }
     connection.abort(how);
     std::future::pending::<Response>().await

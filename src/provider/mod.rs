@@ -111,6 +111,8 @@ pub struct Provider {
     pub idempotency: Arc<IdempotencyStore>,
     pub faults: FaultInjector,
     pub metrics: Metrics,
+    /// Set once shutdown begins: held (`hang`) requests end at once.
+    stopping: watch::Sender<bool>,
 }
 
 impl Provider {
@@ -120,6 +122,7 @@ impl Provider {
             idempotency: IdempotencyStore::new(config.profile.key_ttl.unwrap_or(config.key_ttl)),
             faults: FaultInjector::new(config.profile.clone(), config.profile_source.clone()),
             metrics: Metrics::default(),
+            stopping: watch::channel(false).0,
             config,
         })
     }
@@ -129,6 +132,12 @@ impl Provider {
         self.idempotency.clear();
         self.payments.reset();
         self.faults.reset();
+    }
+
+    /// Resolves once shutdown has begun.
+    pub async fn stopping(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|stopping| *stopping).await;
     }
 
     /// Makes `profile` the active fault profile; its key TTL (or the configured one) applies.
@@ -148,7 +157,11 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(sweep_expired_keys(provider.idempotency.clone(), stop_rx));
-    let app = http::router(provider);
+    let app = http::router(provider.clone());
+    let shutdown = async move {
+        shutdown.await;
+        provider.stopping.send_replace(true);
+    };
     let result = server::serve_connections(listener, app, shutdown).await;
     let _ = stop_tx.send(true);
     result
