@@ -184,26 +184,9 @@ async fn hang_outlasts_the_client_timeout() {
     assert_eq!(last["outcome"], "hung");
     assert_eq!(last["committed_status"], 200);
     // The client went away: the held request is released long before its 3 s.
-    let started = Instant::now();
-    loop {
-        let metrics = h
-            .client
-            .get(h.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if metrics.contains("fauxpay_api_requests_in_flight 0") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "the hang outlived its client"
-        );
-        tokio::task::yield_now().await;
-    }
+    tokio::time::timeout(Duration::from_secs(2), h.wait_in_flight(0))
+        .await
+        .expect("the hang outlived its client");
 }
 
 #[tokio::test]
@@ -395,15 +378,7 @@ async fn profiles_swap_at_run_time_and_invalid_ones_are_refused() {
         .unwrap();
     assert_eq!(ok.status(), 200);
     assert_eq!(h.form("/v1/payment_intents", &body, None).await.status(), 429);
-    let metrics = h
-        .client
-        .get(h.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = h.metrics().await;
     assert!(
         metrics.contains("fauxpay_faults_total{kind=\"rate_limit\",when=\"before_commit\"} 1"),
         "{metrics}"
@@ -463,44 +438,10 @@ async fn shutdown_lets_in_flight_requests_finish() {
             .await
     });
     // Wait until the request is being served: the in-flight gauge says so.
-    loop {
-        let metrics = h
-            .client
-            .get(h.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if metrics.contains("fauxpay_api_requests_in_flight 1") {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
+    h.wait_in_flight(1).await;
     h.provider.shutdown().await.unwrap();
     let resp = in_flight.await.unwrap().expect("the in-flight request is answered");
     assert_eq!(resp.status(), 200);
-}
-
-/// Polls the in-flight gauge until it reads `n` (the signal that requests are being held).
-async fn wait_in_flight(h: &Harness, n: u64) {
-    let needle = format!("fauxpay_api_requests_in_flight {n}\n");
-    loop {
-        let metrics = h
-            .client
-            .get(h.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if metrics.contains(&needle) {
-            return;
-        }
-        tokio::task::yield_now().await;
-    }
 }
 
 #[tokio::test]
@@ -515,7 +456,7 @@ async fn a_key_is_in_flight_while_its_first_request_is_held() {
         .body(body.clone())
         .send();
     let slow = tokio::spawn(slow);
-    wait_in_flight(&h, 1).await;
+    h.wait_in_flight(1).await;
     let second = h.form("/v1/payment_intents", &body, Some("kf")).await;
     assert_eq!(second.status(), 409);
     assert_eq!(second.headers()["stripe-should-retry"], "true");
@@ -567,7 +508,7 @@ async fn shutdown_releases_held_requests() {
             .send()
             .await
     });
-    wait_in_flight(&h, 1).await;
+    h.wait_in_flight(1).await;
     // Bounded so a regression fails instead of waiting out the 60 s hang.
     tokio::time::timeout(Duration::from_secs(10), h.provider.shutdown())
         .await

@@ -443,15 +443,7 @@ async fn admin_ledger_summary_reset_health_and_metrics() {
     assert_eq!(s["duplicate_groups"][0]["correlation_id"], "runB-1");
     assert_eq!(s["duplicate_groups"][0]["charges"].as_array().unwrap().len(), 2);
 
-    let metrics = h
-        .client
-        .get(h.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = h.metrics().await;
     assert!(metrics.contains("fauxpay_charges_total 5"), "{metrics}");
     assert!(metrics.contains("fauxpay_duplicate_groups 1"));
     assert!(

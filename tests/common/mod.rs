@@ -66,6 +66,26 @@ impl Harness {
             .collect()
     }
 
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Polls the in-flight gauge until it reads `n`: the signal that requests are held.
+    pub async fn wait_in_flight(&self, n: u64) {
+        let needle = format!("fauxpay_api_requests_in_flight {n}\n");
+        while !self.metrics().await.contains(&needle) {
+            tokio::task::yield_now().await;
+        }
+    }
+
     pub async fn summary(&self) -> Value {
         self.client
             .get(self.url("/__fauxpay/summary"))
