@@ -73,18 +73,6 @@ fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
-        let addr = listener.local_addr()?;
-        tracing::info!(
-            "fauxpay merchant ({}) listening on http://{addr} (provider {}, store {}, lock {})",
-            config.strategy.as_str(),
-            config.provider_url,
-            if config.postgres_url.is_some() {
-                "postgres"
-            } else {
-                "memory"
-            },
-            if config.redis_url.is_some() { "redis" } else { "memory" },
-        );
         fauxpay::merchant::serve(listener, config, shutdown)
             .await
             .context("serving")?;
