@@ -138,6 +138,13 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
             .await
             .map_err(|e| DemoError::Load(strategy.as_str(), e))?;
         merchant.shutdown().await;
+        eprintln!(
+            "fauxpay demo: {}: {} payments, {} double charges (reports in {})",
+            strategy.as_str(),
+            report.payments,
+            report.anomalies.double_charges.count,
+            args.out.join(strategy.as_str()).display()
+        );
         rows.push(DemoRow { strategy, report });
     }
     let _ = provider.shutdown().await;
@@ -186,7 +193,9 @@ fn load_args(args: &DemoArgs, strategy: Strategy, target: &str, provider: &str) 
         out.to_str().unwrap_or("fauxpay-demo"),
         "--quiet",
     ];
-    Load::try_parse_from(argv)
+    let mut load = Load::try_parse_from(argv)
         .expect("the demo's own load arguments are valid")
-        .args
+        .args;
+    load.print_summary = false;
+    load
 }

@@ -84,6 +84,10 @@ pub struct LoadArgs {
     pub max_p99: Option<Duration>,
     #[command(flatten)]
     pub goose: GooseConfiguration,
+    /// Print the terminal summary when the run ends (embedders such as the demo print
+    /// their own).
+    #[arg(skip = true)]
+    pub print_summary: bool,
 }
 
 /// Combines report.json files of load generators run against one provider.

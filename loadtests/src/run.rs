@@ -123,11 +123,13 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         thresholds,
     );
     report.write_all(&args.out)?;
-    print!("{}", report.summary());
-    println!(
-        "  reports     {}/ (report.json, report.md, junit.xml, journal.jsonl, goose-report.html)",
-        args.out.display()
-    );
+    if args.print_summary {
+        print!("{}", report.summary());
+        println!(
+            "  reports     {}/ (report.json, report.md, junit.xml, journal.jsonl, goose-report.html)",
+            args.out.display()
+        );
+    }
     Ok(report)
 }
 
