@@ -74,6 +74,25 @@ impl LedgerView {
         }
         Ok(())
     }
+
+    /// Adds the complete lines of a streamed chunk; an unfinished last line waits in
+    /// `pending` for the next chunk (or for [`LedgerView::finish`]).
+    pub fn feed(&mut self, pending: &mut Vec<u8>, chunk: &[u8]) -> Result<(), String> {
+        pending.extend_from_slice(chunk);
+        let mut start = 0;
+        while let Some(nl) = pending[start..].iter().position(|b| *b == b'\n') {
+            self.add_line(&pending[start..start + nl])?;
+            start += nl + 1;
+        }
+        pending.drain(..start);
+        Ok(())
+    }
+
+    /// Adds what is left in `pending` once the stream has ended.
+    pub fn finish(&mut self, pending: &mut Vec<u8>) -> Result<(), String> {
+        let rest = std::mem::take(pending);
+        self.add_line(&rest)
+    }
 }
 
 fn admin(req: reqwest::RequestBuilder, token: Option<&str>) -> reqwest::RequestBuilder {
@@ -103,15 +122,9 @@ pub async fn fetch_ledger(
     let mut stream = resp.bytes_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| LoadError::Ledger(format!("{url}: {e}")))?;
-        pending.extend_from_slice(&chunk);
-        let mut start = 0;
-        while let Some(nl) = pending[start..].iter().position(|b| *b == b'\n') {
-            view.add_line(&pending[start..start + nl]).map_err(LoadError::Ledger)?;
-            start += nl + 1;
-        }
-        pending.drain(..start);
+        view.feed(&mut pending, &chunk).map_err(LoadError::Ledger)?;
     }
-    view.add_line(&pending).map_err(LoadError::Ledger)?;
+    view.finish(&mut pending).map_err(LoadError::Ledger)?;
     Ok(view)
 }
 

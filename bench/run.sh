@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# fauxpay's benchmark: measures the provider and the load generator against their
+# ceilings, side by side, in one run, and writes bench/results.md.
+#
+# Every throughput and latency figure is a ratio against a baseline measured in the same
+# run (an axum hello-world, a bare goose scenario), alternating A/B (ABBA order), median
+# of BENCH_RUNS runs, with the server pinned to one core and the client to another
+# (taskset). Everything listens on 127.0.0.1 only, and every step is bounded in time.
+#
+#   bench/run.sh                       # all rows, about 6-8 minutes
+#   BENCH_ROWS="new replay" bench/run.sh
+#
+# Knobs (environment): BENCH_ROWS (new replay p99 memory hold load reconcile),
+# BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
+# BENCH_PAYMENTS (1000000), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
+# BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_OUT (bench/results.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROWS=${BENCH_ROWS:-"new replay p99 memory hold load reconcile"}
+RUNS=${BENCH_RUNS:-3}
+SECS=${BENCH_SECONDS:-5}
+CONNS=${BENCH_CONNECTIONS:-64}
+PAYMENTS=${BENCH_PAYMENTS:-1000000}
+HOLD=${BENCH_HOLD_CONNECTIONS:-10000}
+LOAD_SECS=${BENCH_LOAD_SECONDS:-8}
+LOAD_USERS=${BENCH_LOAD_USERS:-32}
+OUT=${BENCH_OUT:-bench/results.md}
+RATE_CONNS=100
+
+if [ "$(nproc)" -ge 2 ]; then
+  SERVER_CPU=0
+  CLIENT_CPU=1
+else
+  SERVER_CPU=0
+  CLIENT_CPU=0
+  echo "bench: one core only: server and client share it, ratios will be pessimistic" >&2
+fi
+BIN=target/release
+
+# ---------------------------------------------------------------- preparation
+if [ -z "${BENCH_NO_BUILD:-}" ]; then
+  cargo build --release -p fauxpay -p fauxpay-bench
+fi
+if ! command -v wrk >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq wrk >/dev/null
+  else
+    echo "bench: wrk is missing: install it (Debian/Ubuntu: sudo apt-get install -y wrk)" >&2
+    exit 2
+  fi
+fi
+for tool in taskset curl timeout getconf; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is missing" >&2; exit 2; }
+done
+# 10,000 held connections need as many descriptors in the server and in the client.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((HOLD + 1000)) ]; then
+  echo "bench: ulimit -n is $(ulimit -n); the hold row needs $((HOLD + 1000)) (raise the hard limit)" >&2
+fi
+CLK_TCK=$(getconf CLK_TCK)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fauxpay-bench.XXXXXX")
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- helpers
+# start_server provider|hello: sets SERVER_PID and SERVER_URL.
+start_server() {
+  local kind=$1 log="$WORK/server-$1.log"
+  case $kind in
+    provider) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy >"$log" 2>&1 & ;;
+    hello) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 >"$log" 2>&1 & ;;
+  esac
+  SERVER_PID=$!
+  PIDS+=("$SERVER_PID")
+  SERVER_URL=
+  for _ in $(seq 200); do
+    SERVER_URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
+    [ -n "$SERVER_URL" ] && return 0
+    sleep 0.05
+  done
+  echo "bench: $kind did not start:" >&2
+  cat "$log" >&2
+  exit 1
+}
+
+stop_server() {
+  kill -TERM "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+}
+
+# A field of a flat JSON object: json '{"a":1}' a → 1
+json() {
+  grep -o "\"$2\":[-0-9.eE+]*" <<<"$1" | head -1 | cut -d: -f2
+}
+
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'
+}
+
+calc() {
+  awk "BEGIN {print $1}"
+}
+
+rss_kb() {
+  awk '/^VmRSS:/ {print $2}' "/proc/$1/status"
+}
+
+cpu_ticks() {
+  sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
+
+# wrk_once SCRIPT URL CONNECTIONS: one pinned wrk run; prints its summary JSON.
+wrk_once() {
+  local out
+  out=$(timeout $((SECS + 30)) taskset -c "$CLIENT_CPU" wrk -t1 -c"$3" -d"${SECS}s" -s "bench/wrk/$1" "$2")
+  local line
+  line=$(grep '^BENCH ' <<<"$out" | sed 's/^BENCH //')
+  if [ "$(json "$line" status_errors)" != 0 ] || [ "$(json "$line" socket_errors)" != 0 ]; then
+    echo "bench: wrk $1 against $2 saw errors: $line" | tee -a "$WORK/errors" >&2
+  fi
+  echo "$line"
+}
+
+# measure KIND SCRIPT CONNECTIONS FIELD: fresh server, one wrk run, the field's value.
+measure() {
+  start_server "$1"
+  local line
+  line=$(wrk_once "$2" "$SERVER_URL" "$3")
+  stop_server
+  json "$line" "$4"
+}
+
+# ab SCRIPT CONNECTIONS FIELD: BENCH_RUNS provider/hello pairs in ABBA order; sets
+# A_VALUES, B_VALUES, RATIOS (provider / hello per pair).
+ab() {
+  A_VALUES=()
+  B_VALUES=()
+  RATIOS=()
+  local i a b
+  for i in $(seq "$RUNS"); do
+    if [ $((i % 2)) = 1 ]; then
+      a=$(measure provider "$1" "$2" "$3")
+      b=$(measure hello "$1" "$2" "$3")
+    else
+      b=$(measure hello "$1" "$2" "$3")
+      a=$(measure provider "$1" "$2" "$3")
+    fi
+    A_VALUES+=("$a")
+    B_VALUES+=("$b")
+    RATIOS+=("$(calc "$a / $b")")
+    echo "  run $i: provider $a, hello $b" >&2
+  done
+}
+
+TABLE=()
+RAW=()
+FAILED=0
+# row WHAT MEASURED BASELINE RATIO TARGET PASS(0|1)
+row() {
+  local verdict=PASS
+  if [ "$6" != 1 ]; then
+    verdict=FAIL
+    FAILED=$((FAILED + 1))
+  fi
+  if [ ${#TABLE[@]} = 0 ]; then
+    printf '%-58s %-22s %-22s %-8s %-16s %s\n' what measured baseline ratio target result
+  fi
+  TABLE+=("| $1 | $2 | $3 | $4 | $5 | $verdict |")
+  printf '%-58s %-22s %-22s %-8s %-16s %s\n' "$1" "$2" "$3" "$4" "$5" "$verdict"
+}
+ge() { awk "BEGIN {exit !($1 >= $2)}" && echo 1 || echo 0; }
+le() { awk "BEGIN {exit !($1 <= $2)}" && echo 1 || echo 0; }
+fmt() { awk "BEGIN {printf \"%.${2:-0}f\", $1}"; }
+
+has_row() {
+  [[ " $ROWS " == *" $1 "* ]]
+}
+
+# ---------------------------------------------------------------- rows
+PEAK=
+if has_row new || has_row p99; then
+  echo "== provider: new payment intents vs hello-world (wrk new.lua, $CONNS connections, ${SECS}s x $RUNS pairs)" >&2
+  ab new.lua "$CONNS" rps
+  PEAK=$(median "${A_VALUES[@]}")
+  r=$(median "${RATIOS[@]}")
+  if has_row new; then
+    row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.70" "$(ge "$r" 0.70)"
+  fi
+  RAW+=("new: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+fi
+
+if has_row replay; then
+  echo "== provider: idempotent replay vs hello-world (wrk replay.lua)" >&2
+  ab replay.lua "$CONNS" rps
+  r=$(median "${RATIOS[@]}")
+  row "provider: idempotent replay" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.85" "$(ge "$r" 0.85)"
+  RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+fi
+
+if has_row p99; then
+  export BENCH_RATE BENCH_CONNECTIONS=$RATE_CONNS
+  BENCH_RATE=$(fmt "$(calc "$PEAK / 2")")
+  echo "== p99 at 50% of the provider's peak: $BENCH_RATE req/s (wrk rate.lua, $RATE_CONNS connections)" >&2
+  ab rate.lua "$RATE_CONNS" p99_us
+  r=$(median "${RATIOS[@]}")
+  row "provider: p99 at 50% of its peak rate ($BENCH_RATE req/s)" "$(fmt "$(calc "$(median "${A_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$(calc "$(median "${B_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$r" 2)" "≤ 2.00" "$(le "$r" 2)"
+  RAW+=("p99 at $BENCH_RATE req/s: provider µs ${A_VALUES[*]}; hello µs ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  unset BENCH_RATE BENCH_CONNECTIONS
+fi
+
+if has_row memory; then
+  echo "== provider memory: RSS growth over $PAYMENTS payments (wrk new.lua)" >&2
+  start_server provider
+  sleep 0.5
+  rss0=$(rss_kb "$SERVER_PID")
+  started=$(date +%s)
+  BENCH_REQUESTS=$PAYMENTS timeout 600 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d600s -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/memory-wrk.log" 2>&1 &
+  WRK_PID=$!
+  PIDS+=("$WRK_PID")
+  charges=0
+  while kill -0 "$WRK_PID" 2>/dev/null && [ "$charges" -lt "$PAYMENTS" ] && [ $(($(date +%s) - started)) -lt 420 ]; do
+    sleep 1
+    charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+    charges=${charges:-0}
+  done
+  kill "$WRK_PID" 2>/dev/null || true
+  wait "$WRK_PID" 2>/dev/null || true
+  sleep 1
+  charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+  rss1=$(rss_kb "$SERVER_PID")
+  stop_server
+  per=$(calc "($rss1 - $rss0) * 1024 / $charges")
+  row "provider memory: RSS growth per stored payment ($charges payments)" "$(fmt "$per") B" "—" "—" "≤ 1,000 B" "$(le "$per" 1000)"
+  RAW+=("memory: RSS ${rss0} kB idle → ${rss1} kB after $charges payments in $(($(date +%s) - started)) s")
+fi
+
+if has_row hold; then
+  echo "== provider: $HOLD connections held by hang" >&2
+  start_server provider
+  sleep 1
+  rss_idle=$(rss_kb "$SERVER_PID")
+  t0=$(cpu_ticks "$SERVER_PID")
+  sleep 3
+  t1=$(cpu_ticks "$SERVER_PID")
+  cpu_idle=$(calc "($t1 - $t0) / $CLK_TCK / 3")
+  timeout 120 taskset -c "$CLIENT_CPU" "$BIN/hold" --addr "${SERVER_URL#http://}" --connections "$HOLD" --hold-secs 5 >"$WORK/hold.log" 2>&1 &
+  HOLD_PID=$!
+  PIDS+=("$HOLD_PID")
+  for _ in $(seq 900); do
+    grep -q '^held' "$WORK/hold.log" && break
+    kill -0 "$HOLD_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  if grep -q '^held' "$WORK/hold.log"; then
+    sleep 0.5
+    t0=$(cpu_ticks "$SERVER_PID")
+    sleep 3
+    t1=$(cpu_ticks "$SERVER_PID")
+    rss_held=$(rss_kb "$SERVER_PID")
+    cpu_held=$(calc "($t1 - $t0) / $CLK_TCK / 3")
+    wait "$HOLD_PID" 2>/dev/null || true
+    extra=$(calc "($rss_held - $rss_idle) / 1024")
+    ok=$(( $(le "$extra" 100) && $(le "$cpu_held" 0.02) ))
+    row "provider: $HOLD connections held by hang" "+$(fmt "$extra" 1) MB, $(fmt "$(calc "$cpu_held * 100")" 1)% CPU" "idle: $(fmt "$(calc "$rss_idle / 1024")" 1) MB, $(fmt "$(calc "$cpu_idle * 100")" 1)% CPU" "—" "≤ 100 MB, ~0 CPU" "$ok"
+    RAW+=("hold: RSS ${rss_idle} kB idle → ${rss_held} kB held; CPU $cpu_idle cores idle, $cpu_held cores held (3 s windows)")
+  else
+    cat "$WORK/hold.log" >&2
+    row "provider: $HOLD connections held by hang" "not reached" "—" "—" "≤ 100 MB, ~0 CPU" 0
+  fi
+  stop_server
+fi
+
+if has_row load; then
+  echo "== fauxpay load vs bare goose, same request ($LOAD_USERS users, ${LOAD_SECS}s)" >&2
+  goose_opts=(--users "$LOAD_USERS" --increase-rate $((LOAD_USERS * 4)) --run-time "${LOAD_SECS}s" --quiet)
+  load_once() {
+    start_server provider
+    timeout $((LOAD_SECS + 120)) taskset -c "$CLIENT_CPU" "$BIN/fauxpay" load --target "$SERVER_URL" --provider "$SERVER_URL" \
+      --template stripe --api-key sk_test_bench --out "$WORK/load-report" "${goose_opts[@]}" >"$WORK/load.log" 2>&1 ||
+      { echo "bench: fauxpay load failed:" | tee -a "$WORK/errors" >&2; tail -20 "$WORK/load.log" >&2; }
+    stop_server
+    json "$(tr -d ' \n' <"$WORK/load-report/report.json")" attempts_per_sec
+  }
+  bare_once() {
+    start_server provider
+    local line
+    line=$(timeout $((LOAD_SECS + 120)) taskset -c "$CLIENT_CPU" "$BIN/bare-goose" --host "$SERVER_URL" "${goose_opts[@]}" 2>"$WORK/bare.log" | tail -1)
+    stop_server
+    calc "$(json "$line" requests) / $(json "$line" duration_secs)"
+  }
+  A_VALUES=()
+  B_VALUES=()
+  RATIOS=()
+  for i in $(seq "$RUNS"); do
+    if [ $((i % 2)) = 1 ]; then
+      a=$(load_once)
+      b=$(bare_once)
+    else
+      b=$(bare_once)
+      a=$(load_once)
+    fi
+    A_VALUES+=("$a")
+    B_VALUES+=("$b")
+    RATIOS+=("$(calc "$a / $b")")
+    echo "  run $i: fauxpay load $a, bare goose $b" >&2
+  done
+  r=$(median "${RATIOS[@]}")
+  row "\`fauxpay load\` attempts/s against the provider" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
+  RAW+=("load: fauxpay load attempts/s ${A_VALUES[*]}; bare goose req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+fi
+
+if has_row reconcile; then
+  echo "== reconcile 1,000,000 logical payments (journal + streamed ledger)" >&2
+  VALUES=()
+  for i in $(seq "$RUNS"); do
+    line=$(timeout 300 taskset -c "$CLIENT_CPU" "$BIN/reconcile-bench" 1000000)
+    VALUES+=("$(json "$line" seconds)")
+    echo "  run $i: $line" >&2
+  done
+  s=$(median "${VALUES[@]}")
+  row "reconcile 1,000,000 logical payments (journal + streamed ledger)" "$(fmt "$s" 2) s" "—" "—" "≤ 3 s" "$(le "$s" 3)"
+  RAW+=("reconcile: seconds ${VALUES[*]}")
+fi
+
+# ---------------------------------------------------------------- results.md
+ERRORS=0
+if [ -f "$WORK/errors" ]; then
+  ERRORS=$(wc -l <"$WORK/errors")
+fi
+{
+  echo "# fauxpay benchmark results"
+  echo
+  echo "Written by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC')."
+  echo
+  echo "| machine | |"
+  echo "|---|---|"
+  echo "| cores (\`nproc\`) | $(nproc) |"
+  echo "| CPU | $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo) |"
+  echo "| kernel | $(uname -sr) |"
+  echo "| memory | $(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) |"
+  echo "| server / client cores | taskset -c $SERVER_CPU / taskset -c $CLIENT_CPU |"
+  echo "| runs per figure | $RUNS (median; A/B pairs in ABBA order), ${SECS}s per wrk run, $CONNS connections |"
+  echo
+  echo "| what | measured | baseline | ratio | target | result |"
+  echo "|---|---|---|---|---|---|"
+  printf '%s\n' "${TABLE[@]}"
+  echo
+  echo "Raw figures:"
+  echo
+  for r in "${RAW[@]}"; do
+    echo "- $r"
+  done
+  if [ "$ERRORS" != 0 ]; then
+    echo
+    echo "**$ERRORS run(s) saw errors** (non-2xx answers or socket errors): see the script's output."
+  fi
+} >"$OUT"
+echo >&2
+echo "bench: wrote $OUT ($FAILED row(s) below target, $ERRORS run(s) with errors)" >&2
