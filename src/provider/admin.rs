@@ -18,8 +18,8 @@ use axum::extract::{Request as RawRequest, State};
 use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::routing::{get, post, MethodRouter};
+use axum::Json;
 use bytes::Bytes;
 use serde_json::json;
 
@@ -37,16 +37,19 @@ type AppState = Arc<Provider>;
 /// Records serialised per chunk of the streamed ledger.
 const CHUNK_RECORDS: usize = 1_000;
 
-pub fn router(provider: AppState) -> Router<AppState> {
-    let guarded = Router::new()
-        .route("/__fauxpay/ledger", get(ledger))
-        .route("/__fauxpay/summary", get(summary))
-        .route("/__fauxpay/reset", post(reset))
-        .route("/__fauxpay/profile", get(profile).put(swap_profile))
-        .route("/__fauxpay/requests", get(requests))
-        .route("/metrics", get(metrics))
-        .route_layer(middleware::from_fn_with_state(provider, admin_auth));
-    Router::new().route("/__fauxpay/health", get(health)).merge(guarded)
+/// The admin routes: all but `health` behind the admin token, when there is one.
+pub fn routes(provider: AppState) -> Vec<(&'static str, MethodRouter<AppState>)> {
+    let guard =
+        |route: MethodRouter<AppState>| route.route_layer(middleware::from_fn_with_state(provider.clone(), admin_auth));
+    vec![
+        ("/__fauxpay/health", get(health)),
+        ("/__fauxpay/ledger", guard(get(ledger))),
+        ("/__fauxpay/summary", guard(get(summary))),
+        ("/__fauxpay/reset", guard(post(reset))),
+        ("/__fauxpay/profile", guard(get(profile).put(swap_profile))),
+        ("/__fauxpay/requests", guard(get(requests))),
+        ("/metrics", guard(get(metrics))),
+    ]
 }
 
 async fn admin_auth(State(app): State<AppState>, req: Request<axum::body::Body>, next: Next) -> Response {

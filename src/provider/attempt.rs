@@ -8,12 +8,15 @@
 use std::sync::Arc;
 
 use super::cards::Decline;
-use super::ids::{IdempotencyKey, RequestId};
+use super::ids::{CorrelationId, IdempotencyKey, RequestId};
 
 #[derive(Debug, Clone)]
 pub struct Attempt {
     pub request_id: RequestId,
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The request's correlation id, when already read from its parameters (the
+    /// operation reads it itself otherwise).
+    pub correlation_id: Option<CorrelationId>,
     /// The fault applied to the request, if any (e.g. `drop_response after_commit (rule 0)`).
     pub fault: Option<Arc<str>>,
     /// A decline forced by a fault, overriding the card's outcome.
@@ -26,6 +29,7 @@ impl Attempt {
         Self {
             request_id,
             idempotency_key,
+            correlation_id: None,
             fault: None,
             decline: None,
         }

@@ -23,11 +23,12 @@ use serde_json::Value;
 use super::attempt::Attempt;
 use super::error::{ApiError, ErrorType};
 use super::extract::ApiRequest;
-use super::fault_injection::{retry_after_secs, Plan, PlanInput, RequestRecord};
-use super::idempotency::{Begin, Claim, Fingerprint, Mode, StoredResponse};
+use super::fault_injection::{retry_after_secs, Outcome, Plan, PlanInput, RequestRecord};
+use super::idempotency::{Begin, Claim, Fingerprint, Mode, StoredBody, StoredResponse};
+use super::ids::ObjectId;
 use super::ledger::now_ms;
 use super::metrics::Metrics;
-use super::payments::Payments;
+use super::payments::{Payments, Reply};
 use super::server::Abort;
 use super::Provider;
 use crate::faults::Fault;
@@ -42,9 +43,9 @@ pub enum Access {
 /// Runs `op` for `req` with fault injection and idempotency, and answers.
 pub async fn execute(
     app: &Provider,
-    req: ApiRequest,
+    mut req: ApiRequest,
     access: Access,
-    op: impl FnOnce(&Payments, &ApiRequest, &Attempt) -> Result<Value, ApiError>,
+    op: impl FnOnce(&Payments, &ApiRequest, &Attempt) -> Result<Reply, ApiError>,
 ) -> Response {
     let _in_flight = app.metrics.in_flight();
     let correlation_id = app.payments.correlate.of(&req.params);
@@ -59,25 +60,25 @@ pub async fn execute(
         Ok(plan) => plan,
         Err(e) => return error_response(&e),
     };
+    // The key is claimed on arrival, so a request held by latency or a fault is "in
+    // flight": a concurrent request with the same key gets 409, as at Stripe.
+    let admission = admit(app, &req, access);
     let mut record = RequestRecord {
         seq: 0,
-        request_id: req.request_id.clone(),
+        request_id: req.request_id,
         time_ms: now_ms(),
-        method: req.method.to_string(),
-        path: req.path.clone(),
+        method: req.method.clone(),
+        path: std::mem::take(&mut req.path).into_boxed_str(),
         identity: plan.identity.clone(),
         attempt: plan.attempt,
         idempotency_key: req.idempotency_key.clone(),
         correlation_id,
         fault: plan.label.clone(),
-        outcome: String::new(),
+        outcome: Outcome::Pending,
         committed_status: None,
         replayed: false,
         object: None,
     };
-    // The key is claimed on arrival, so a request held by latency or a fault is "in
-    // flight": a concurrent request with the same key gets 409, as at Stripe.
-    let admission = admit(app, &req, access);
     sleep(plan.decision.latency_before).await;
 
     if let Some(fault) = plan.before_commit() {
@@ -90,12 +91,12 @@ pub async fn execute(
     }
 
     let attempt = Attempt {
-        request_id: req.request_id.clone(),
+        request_id: req.request_id,
         idempotency_key: req.idempotency_key.clone(),
+        correlation_id: record.correlation_id.clone(),
         fault: plan.label.clone(),
         decline: plan.decline(),
     };
-    let key = req.idempotency_key.as_ref().map(|k| k.as_str());
     let fresh = match admission {
         Admission::Refused(resp) => {
             record.committed_status = Some(resp.status().as_u16());
@@ -104,9 +105,9 @@ pub async fn execute(
         Admission::Replay(stored) => {
             record.replayed = true;
             record.committed_status = Some(stored.status);
-            record.object = object_id(&stored.body);
+            record.object = stored.object();
             Metrics::bump(&app.metrics.replays);
-            stored_response(&stored, key, true)
+            stored_response(&stored, key_echo(&req), true)
         }
         Admission::Fresh(claim) => match op(&app.payments, &req, &attempt) {
             // Validation failures are not stored: dropping the claim frees the key.
@@ -122,12 +123,12 @@ pub async fn execute(
                     _ => result,
                 };
                 let stored = Arc::new(to_stored(result, &req));
-                record.object = object_id(&stored.body);
-                let key = claim.map(|c| {
+                record.object = stored.object();
+                let echo = claim.and_then(|c| {
                     c.complete(stored.clone());
-                    req.idempotency_key.as_ref().map(|k| k.as_str())
+                    key_echo(&req)
                 });
-                stored_response(&stored, key.flatten(), false)
+                stored_response(&stored, echo, false)
             }
         },
     };
@@ -191,34 +192,49 @@ fn admit(app: &Provider, req: &ApiRequest, access: Access) -> Admission {
     }
 }
 
-fn to_stored(result: Result<Value, ApiError>, req: &ApiRequest) -> StoredResponse {
-    let (status, body, should_retry) = match result {
-        Ok(v) => (200, v, None),
-        Err(e) => (e.status.as_u16(), e.body(), e.should_retry),
-    };
-    StoredResponse {
-        status,
-        body: Bytes::from(serde_json::to_vec(&body).unwrap_or_default()),
-        request_id: req.request_id.clone(),
-        should_retry,
+fn to_stored(result: Result<Reply, ApiError>, req: &ApiRequest) -> StoredResponse {
+    match result {
+        Ok(Reply::Json(v)) => {
+            let bytes = Bytes::from(serde_json::to_vec(&*v).unwrap_or_default());
+            StoredResponse::new(200, None, req.request_id, StoredBody::Bytes(Arc::new((bytes, None))))
+        }
+        Ok(reply) => StoredResponse::new(200, None, req.request_id, StoredBody::Object(reply)),
+        Err(e) => {
+            let object = error_object(&e);
+            let bytes = Bytes::from(serde_json::to_vec(&e.body()).unwrap_or_default());
+            StoredResponse::new(
+                e.status.as_u16(),
+                e.should_retry,
+                req.request_id,
+                StoredBody::Bytes(Arc::new((bytes, object))),
+            )
+        }
     }
 }
 
-fn object_id(body: &[u8]) -> Option<String> {
-    let v: Value = serde_json::from_slice(body).ok()?;
-    let id = v
-        .get("id")
-        .or_else(|| v.pointer("/error/payment_intent/id"))
-        .or_else(|| v.pointer("/error/charge"))?;
-    id.as_str().map(str::to_string)
+/// The object an error names: its payment intent, else its charge.
+fn error_object(e: &ApiError) -> Option<ObjectId> {
+    let field = |name: &str| e.extra.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
+    let id = field("payment_intent")
+        .and_then(|pi| pi.get("id"))
+        .or_else(|| field("charge"))
+        .and_then(Value::as_str)?;
+    ObjectId::parse(id)
 }
 
-fn stored_response(stored: &StoredResponse, key: Option<&str>, replayed: bool) -> Response {
-    let mut resp = Response::new(Body::from(stored.body.clone()));
+/// The `Idempotency-Key` header echoed back: the request's own header when it is the key.
+fn key_echo(req: &ApiRequest) -> Option<HeaderValue> {
+    req.key_header
+        .clone()
+        .or_else(|| HeaderValue::from_str(req.idempotency_key.as_ref()?.as_str()).ok())
+}
+
+fn stored_response(stored: &StoredResponse, key: Option<HeaderValue>, replayed: bool) -> Response {
+    let mut resp = Response::new(Body::from(stored.bytes()));
     *resp.status_mut() = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Some(k) = key.and_then(|k| HeaderValue::from_str(k).ok()) {
+    if let Some(k) = key {
         h.insert("idempotency-key", k);
     }
     if let Some(retry) = stored.should_retry {
@@ -229,7 +245,7 @@ fn stored_response(stored: &StoredResponse, key: Option<&str>, replayed: bool) -
     }
     if replayed {
         h.insert("idempotent-replayed", HeaderValue::from_static("true"));
-        if let Ok(v) = HeaderValue::from_str(stored.request_id.as_str()) {
+        if let Ok(v) = HeaderValue::from_str(&stored.request_id.as_str()) {
             h.insert("original-request", v);
         }
     }
@@ -283,7 +299,7 @@ async fn break_connection(app: &Provider, mut record: RequestRecord, req: &ApiRe
         Fault::Hang { hang, .. } => (Abort::Close, "hung", Some(*hang)),
         _ => (Abort::Close, "dropped", None),
     };
-    record.outcome = outcome.to_string();
+    record.outcome = Outcome::Broken(outcome);
     app.faults.record(record);
     let Some(connection) = &req.connection else {
         return error_response(&ApiError::new(
@@ -327,7 +343,7 @@ async fn dribble(resp: Response, duration: Duration) -> Response {
 }
 
 fn finish(app: &Provider, mut record: RequestRecord, resp: Response) -> Response {
-    record.outcome = resp.status().as_u16().to_string();
+    record.outcome = Outcome::Status(resp.status().as_u16());
     app.faults.record(record);
     resp
 }

@@ -7,8 +7,9 @@
 //! quoted string), so handlers receive typed values only.
 
 use axum::body::Body;
-use axum::extract::FromRequest;
-use axum::http::{header, Method, Request, StatusCode};
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, ErrorType};
@@ -26,10 +27,13 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// A parsed Stripe API request.
 pub struct ApiRequest {
     pub request_id: RequestId,
+    /// The API key the request authenticated with (empty on admin routes).
     pub api_key: ApiKey,
     pub method: Method,
     pub path: String,
     pub idempotency_key: Option<IdempotencyKey>,
+    /// The `Idempotency-Key` header as sent, when it is exactly the key (echoed back).
+    pub key_header: Option<HeaderValue>,
     pub params: Params,
     /// The `Fauxpay-Fault` header: a fault this request forces on itself.
     pub forced_fault: Option<String>,
@@ -46,6 +50,23 @@ impl IntoResponse for Rejection {
     }
 }
 
+/// The API key of an authenticated request: extracted first by every `/v1` handler, so
+/// a request without a valid key gets its 401 before anything else is looked at.
+pub struct Authenticated(pub ApiKey);
+
+impl FromRequestParts<Arc<Provider>> for Authenticated {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
+        super::http::api_key(
+            parts.headers.get(header::AUTHORIZATION),
+            state.config.api_key.as_deref(),
+        )
+        .map(Self)
+        .map_err(Rejection)
+    }
+}
+
 impl FromRequest<Arc<Provider>> for ApiRequest {
     type Rejection = Rejection;
 
@@ -54,13 +75,10 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         let request_id = parts
             .extensions
             .get::<RequestId>()
-            .cloned()
+            .copied()
             .unwrap_or_else(RequestId::generate);
-        let api_key = parts
-            .extensions
-            .get::<ApiKey>()
-            .cloned()
-            .unwrap_or_else(|| ApiKey::new(""));
+        // Set by the handler from `Authenticated` (admin routes have none).
+        let api_key = ApiKey::none();
         let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
         let params = if reads_query {
             Params::from_form(parts.uri.query().unwrap_or("").as_bytes()).map_err(Rejection)?
@@ -78,15 +96,20 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
             )
             .map_err(Rejection)?
         };
+        let mut key_header = None;
         let idempotency_key = if reads_query {
             None
         } else {
-            let raw = parts
-                .headers
-                .get("idempotency-key")
-                .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+            let header = parts.headers.get("idempotency-key");
+            let raw = header.map(|v| v.to_str().unwrap_or("\u{fffd}"));
             match raw {
-                Some(raw) => Some(parse_key(raw, state.config.idempotency).map_err(Rejection)?),
+                Some(raw) => {
+                    let key = parse_key(raw, state.config.idempotency).map_err(Rejection)?;
+                    if key.as_str() == raw {
+                        key_header = header.cloned();
+                    }
+                    Some(key)
+                }
                 None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
                     return Err(Rejection(
                         ApiError::invalid_request(
@@ -107,12 +130,9 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
             request_id,
             api_key,
             method: parts.method,
-            // Nested routers see a stripped path; the original one names the endpoint.
-            path: parts
-                .extensions
-                .get::<axum::extract::OriginalUri>()
-                .map_or_else(|| parts.uri.path().to_string(), |o| o.path().to_string()),
+            path: parts.uri.path().to_string(),
             idempotency_key,
+            key_header,
             params,
             forced_fault,
             connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
@@ -121,15 +141,20 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
 }
 
 fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiError> {
-    let mime = content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
-    match mime.as_deref() {
-        None | Some("") | Some("application/x-www-form-urlencoded") => Params::from_form(bytes),
-        Some("application/json") => Params::from_json(bytes),
-        Some(other) => Err(ApiError::new(
+    let mime = content_type.map_or("", |c| c.split(';').next().unwrap_or("").trim());
+    if mime.is_empty() || mime.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+        Params::from_form(bytes)
+    } else if mime.eq_ignore_ascii_case("application/json") {
+        Params::from_json(bytes)
+    } else {
+        Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorType::InvalidRequestError,
-            format!("Unsupported Content-Type '{other}': send application/x-www-form-urlencoded or application/json."),
-        )),
+            format!(
+                "Unsupported Content-Type '{}': send application/x-www-form-urlencoded or application/json.",
+                mime.to_ascii_lowercase()
+            ),
+        ))
     }
 }
 
@@ -140,12 +165,13 @@ pub fn parse_key(raw: &str, mode: Mode) -> Result<IdempotencyKey, ApiError> {
     if raw.contains('\u{fffd}') {
         return Err(bad("Idempotency-Key must be visible ASCII text.".into()));
     }
-    let key = if mode == Mode::Ietf && raw.starts_with('"') {
-        unquote_sf_string(raw).ok_or_else(|| bad("Idempotency-Key is not a valid RFC 8941 string.".into()))?
+    if mode == Mode::Ietf && raw.starts_with('"') {
+        let key =
+            unquote_sf_string(raw).ok_or_else(|| bad("Idempotency-Key is not a valid RFC 8941 string.".into()))?;
+        IdempotencyKey::parse(&key).map_err(bad)
     } else {
-        raw.trim().to_string()
-    };
-    IdempotencyKey::parse(&key).map_err(bad)
+        IdempotencyKey::parse(raw.trim()).map_err(bad)
+    }
 }
 
 fn unquote_sf_string(raw: &str) -> Option<String> {

@@ -9,20 +9,21 @@
 //! bounded ring of recent requests served by `GET /__fauxpay/requests`, so any double
 //! charge can be explained after the fact, and fault counters for `/metrics`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::http::Method;
 use parking_lot::RwLock;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use super::cards::Decline;
 use super::error::ApiError;
-use super::ids::{CorrelationId, IdempotencyKey, RequestId};
+use super::ids::{CorrelationId, IdempotencyKey, ObjectId, RequestId};
 use super::ledger::now_ms;
 use super::params::Params;
-use super::shard::{Sharded, SHARDS};
+use super::shard::{FastMap, Sharded, SHARDS};
 use crate::faults::{self, Decision, Fault, FaultEngine, Profile, RequestFacts, When};
 
 /// Requests kept for `GET /__fauxpay/requests`.
@@ -31,6 +32,8 @@ pub const REQUEST_LOG_CAPACITY: usize = 16_384;
 /// The profile in force and when it became active.
 pub struct ActiveProfile {
     pub engine: FaultEngine,
+    /// Whether a rule matches on metadata (otherwise requests' metadata is not copied).
+    needs_metadata: bool,
     /// The profile's text as given (TOML or JSON), served back by `GET /__fauxpay/profile`.
     pub source: String,
     pub activated_at: Instant,
@@ -87,20 +90,45 @@ pub struct RequestRecord {
     pub seq: u64,
     pub request_id: RequestId,
     pub time_ms: u64,
-    pub method: String,
-    pub path: String,
+    #[serde(serialize_with = "ser_method")]
+    pub method: Method,
+    pub path: Box<str>,
     pub identity: Arc<str>,
     pub attempt: u32,
     pub idempotency_key: Option<IdempotencyKey>,
     pub correlation_id: Option<CorrelationId>,
     pub fault: Option<Arc<str>>,
     /// The HTTP status sent, or what happened instead: `dropped`, `reset`, `hung`.
-    pub outcome: String,
+    pub outcome: Outcome,
     /// The status the endpoint produced, when a fault then kept it from the client.
     pub committed_status: Option<u16>,
     pub replayed: bool,
     /// The object the request created or touched (`pi_…`, `ch_…`, `re_…`), if any.
-    pub object: Option<String>,
+    pub object: Option<ObjectId>,
+}
+
+fn ser_method<S: Serializer>(m: &Method, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(m.as_str())
+}
+
+/// How a request ended, as the request log says it: the status sent (`"200"`), or what
+/// happened to the connection instead (`"dropped"`, `"reset"`, `"hung"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not ended yet (never logged as such).
+    Pending,
+    Status(u16),
+    Broken(&'static str),
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Outcome::Pending => s.serialize_str(""),
+            Outcome::Status(code) => s.collect_str(code),
+            Outcome::Broken(what) => s.serialize_str(what),
+        }
+    }
 }
 
 /// What the caller knows about a request when planning its faults.
@@ -116,11 +144,11 @@ pub struct PlanInput<'a> {
 
 pub struct FaultInjector {
     active: RwLock<Arc<ActiveProfile>>,
-    attempts: Sharded<HashMap<Arc<str>, u32>>,
+    attempts: Sharded<FastMap<Arc<str>, u32>>,
     anonymous: AtomicU64,
     log: Sharded<VecDeque<RequestRecord>>,
     log_seq: AtomicU64,
-    counts: Sharded<HashMap<(&'static str, &'static str), u64>>,
+    counts: Sharded<FastMap<(&'static str, &'static str), u64>>,
 }
 
 impl FaultInjector {
@@ -149,15 +177,22 @@ impl FaultInjector {
     /// Decides what happens to a request, counting it as its identity's next attempt.
     pub fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
         let identity: Arc<str> = match (input.idempotency_key, input.correlation_id) {
-            (Some(k), _) => k.as_str().into(),
+            (Some(k), _) => k.shared().clone(),
             (None, Some(c)) => format!("correlation:{}", c.as_str()).into(),
             (None, None) => format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
         };
         let attempt = {
             let mut shard = self.attempts.lock(&*identity);
-            let n = shard.entry(identity.clone()).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
+            match shard.get_mut(&*identity) {
+                Some(n) => {
+                    *n = n.saturating_add(1);
+                    *n
+                }
+                None => {
+                    shard.insert(identity.clone(), 1);
+                    1
+                }
+            }
         };
         let payment_method = input.params.opt_str("payment_method").ok().flatten();
         let decision = if let Some(header) = input.forced {
@@ -170,8 +205,12 @@ impl FaultInjector {
         } else if let Some((decision, _card)) = payment_method.and_then(faults::forced_by_payment_method) {
             decision
         } else {
-            let metadata = metadata_of(input.params);
             let active = self.active();
+            let metadata = if active.needs_metadata {
+                metadata_of(input.params)
+            } else {
+                std::collections::BTreeMap::new()
+            };
             active.engine.decide(&RequestFacts {
                 identity: &identity,
                 attempt,
@@ -247,6 +286,7 @@ impl FaultInjector {
 
 fn activate(profile: Profile, source: String) -> ActiveProfile {
     ActiveProfile {
+        needs_metadata: profile.rules.iter().any(|r| !r.matches.metadata.is_empty()),
         engine: FaultEngine::new(profile),
         source,
         activated_at: Instant::now(),
@@ -341,14 +381,14 @@ mod tests {
                 seq: 0,
                 request_id: RequestId::generate(),
                 time_ms: 0,
-                method: "POST".into(),
+                method: Method::POST,
                 path: "/".into(),
                 identity: format!("id-{i}").into(),
                 attempt: 1,
                 idempotency_key: None,
                 correlation_id: None,
                 fault: None,
-                outcome: "200".into(),
+                outcome: Outcome::Status(200),
                 committed_status: None,
                 replayed: false,
                 object: None,

@@ -3,62 +3,73 @@
 //! Handlers are thin: each extracts an [`ApiRequest`] and calls one method of
 //! `Payments`. [`execute`] wraps every POST in Stripe's idempotency semantics (claim,
 //! run, store, replay with `Idempotent-Replayed: true`, 409 while in flight, 400/422 on
-//! a reused key with other parameters) and leaves validation failures unstored. The
-//! middleware here gives every response a `Request-Id`, authenticates API keys, logs one
-//! line per request at debug level, counts requests for `/metrics` and turns a panic
-//! into a Stripe-shaped 500.
+//! a reused key with other parameters) and leaves validation failures unstored. Every
+//! handler authenticates its API key first; the layer here gives every response a
+//! `Request-Id`, logs one line per request at debug level, counts requests for
+//! `/metrics`, and turns a panic into a Stripe-shaped 500.
 
+use std::any::Any;
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Path, State};
-use axum::http::{header, HeaderValue, Request, StatusCode};
-use axum::middleware::{self, Next};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, Method, Request, StatusCode};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use base64::Engine;
-use tower_http::catch_panic::CatchPanicLayer;
+use tower_service::Service;
 
 use super::error::{ApiError, ErrorType};
 use super::execute::{error_response, execute, Access};
-use super::extract::ApiRequest;
+use super::extract::{ApiRequest, Authenticated};
 use super::ids::{ApiKey, RequestId};
 use super::{admin, Provider};
 
 type AppState = Arc<Provider>;
 
-/// The whole provider's router: `/v1`, `/__fauxpay/`, `/metrics`.
-pub fn router(provider: AppState) -> Router {
-    let v1 = Router::new()
-        .route("/payment_intents", get(list_intents).post(create_intent))
-        .route("/payment_intents/search", get(search_intents))
-        .route("/payment_intents/{id}", get(retrieve_intent))
-        .route("/payment_intents/{id}/confirm", post(confirm_intent))
-        .route("/payment_intents/{id}/capture", post(capture_intent))
-        .route("/payment_intents/{id}/cancel", post(cancel_intent))
-        .route("/charges", get(list_charges).post(create_charge))
-        .route("/charges/search", get(search_charges))
-        .route("/charges/{id}", get(retrieve_charge))
-        .route("/charges/{id}/capture", post(capture_charge))
-        .route("/refunds", get(list_refunds).post(create_refund))
-        .route("/refunds/{id}", get(retrieve_refund))
-        .route_layer(middleware::from_fn_with_state(provider.clone(), authenticate));
-    Router::new()
-        .nest("/v1", v1)
-        .merge(admin::router(provider.clone()))
+/// The `/v1` routes.
+fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
+    vec![
+        ("/v1/payment_intents", get(list_intents).post(create_intent)),
+        ("/v1/payment_intents/search", get(search_intents)),
+        ("/v1/payment_intents/{id}", get(retrieve_intent)),
+        ("/v1/payment_intents/{id}/confirm", post(confirm_intent)),
+        ("/v1/payment_intents/{id}/capture", post(capture_intent)),
+        ("/v1/payment_intents/{id}/cancel", post(cancel_intent)),
+        ("/v1/charges", get(list_charges).post(create_charge)),
+        ("/v1/charges/search", get(search_charges)),
+        ("/v1/charges/{id}", get(retrieve_charge)),
+        ("/v1/charges/{id}/capture", post(capture_charge)),
+        ("/v1/refunds", get(list_refunds).post(create_refund)),
+        ("/v1/refunds/{id}", get(retrieve_refund)),
+    ]
+}
+
+/// The whole provider (`/v1`, `/__fauxpay/`, `/metrics`): the router, wrapped once (not
+/// per route) in [`Observe`]. Every `/v1` handler authenticates first (`Authenticated`).
+pub fn router(provider: AppState) -> Observe<Router> {
+    let mut api = Router::new();
+    let mut labels = matchit::Router::new();
+    for (path, route) in routes().into_iter().chain(admin::routes(provider.clone())) {
+        labels.insert(path, path).expect("route paths are distinct");
+        api = api.route(path, route);
+    }
+    let api = api
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(provider.clone(), observe))
-        .layer(CatchPanicLayer::custom(|_| {
-            error_response(&ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                ErrorType::ApiError,
-                "An unexpected error occurred in fauxpay; this is a bug, please report it.",
-            ))
-        }))
-        .with_state(provider)
+        .with_state(provider.clone());
+    Observe {
+        inner: api,
+        app: provider,
+        labels: Arc::new(labels),
+    }
 }
 
 async fn not_found(req: Request<Body>) -> Response {
@@ -83,37 +94,112 @@ async fn method_not_allowed(req: Request<Body>) -> Response {
     error_response(&e)
 }
 
-/// Gives the request a `Request-Id`, times it, counts it and logs it.
-async fn observe(State(app): State<AppState>, mut req: Request<Body>, next: Next) -> Response {
-    let started = Instant::now();
-    let request_id = RequestId::generate();
-    req.extensions_mut().insert(request_id.clone());
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", |m| m.as_str())
-        .to_string();
-    let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let mut resp = next.run(req).await;
-    if let Ok(v) = HeaderValue::from_str(request_id.as_str()) {
-        resp.headers_mut().insert("request-id", v);
-    }
-    let elapsed = started.elapsed();
-    app.metrics
-        .observe_request(&route, method.as_str(), resp.status().as_u16(), elapsed);
-    tracing::debug!(%method, %path, status = resp.status().as_u16(), ms = elapsed.as_secs_f64() * 1e3, request_id = %request_id, "request");
-    resp
+/// A panic in a handler: a Stripe-shaped 500, and the server lives on.
+fn panic_response(_: Box<dyn Any + Send>) -> Response {
+    error_response(&ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorType::ApiError,
+        "An unexpected error occurred in fauxpay; this is a bug, please report it.",
+    ))
 }
 
-/// Checks `Authorization` (Bearer, or Basic with the key as user name).
-async fn authenticate(State(app): State<AppState>, mut req: Request<Body>, next: Next) -> Response {
-    match api_key(req.headers().get(header::AUTHORIZATION), app.config.api_key.as_deref()) {
-        Ok(key) => {
-            req.extensions_mut().insert(key);
-            next.run(req).await
+/// Around the whole router: gives every request a `Request-Id`, times it, counts it by
+/// route (the route pattern, e.g. `/v1/payment_intents/{id}`), logs it, and turns a
+/// panic into a Stripe-shaped 500. One plain service rather than per-route middleware:
+/// nothing is boxed or cloned per request.
+#[derive(Clone)]
+pub struct Observe<S> {
+    inner: S,
+    app: AppState,
+    /// Route patterns, to label requests as the router matches them.
+    labels: Arc<matchit::Router<&'static str>>,
+}
+
+/// What [`Observe`] keeps while the request runs.
+struct Observed {
+    app: AppState,
+    started: Instant,
+    request_id: RequestId,
+    route: &'static str,
+    method: Method,
+    /// Only when debug logging is on.
+    path: Option<String>,
+}
+
+impl<S, B> Service<Request<B>> for Observe<S>
+where
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ObserveFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let request_id = RequestId::generate();
+        req.extensions_mut().insert(request_id);
+        let observed = Observed {
+            app: self.app.clone(),
+            started: Instant::now(),
+            request_id,
+            route: self.labels.at(req.uri().path()).map_or("unmatched", |m| *m.value),
+            method: req.method().clone(),
+            path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
+            Ok(inner) => ObserveFuture {
+                inner: Some(inner),
+                observed: Some(observed),
+            },
+            Err(_) => ObserveFuture {
+                inner: None,
+                observed: None,
+            },
         }
-        Err(e) => error_response(&e),
+    }
+}
+
+pin_project_lite::pin_project! {
+    pub struct ObserveFuture<F> {
+        #[pin]
+        inner: Option<F>,
+        observed: Option<Observed>,
+    }
+}
+
+impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<F> {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            // The router itself panicked.
+            return Poll::Ready(Ok(panic_response(Box::new(()))));
+        };
+        let mut resp = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(Ok(resp))) => resp,
+            // A panicking request is answered, but neither counted nor given a Request-Id.
+            Err(panic) => return Poll::Ready(Ok(panic_response(panic))),
+        };
+        if let Some(o) = this.observed.take() {
+            if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {
+                resp.headers_mut().insert("request-id", v);
+            }
+            let elapsed = o.started.elapsed();
+            let status = resp.status().as_u16();
+            o.app
+                .metrics
+                .observe_request(o.route, o.method.as_str(), status, elapsed);
+            if let Some(path) = o.path {
+                let (method, request_id) = (o.method, o.request_id);
+                tracing::debug!(%method, %path, status, ms = elapsed.as_secs_f64() * 1e3, %request_id, "request");
+            }
+        }
+        Poll::Ready(Ok(resp))
     }
 }
 
@@ -123,36 +209,43 @@ pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<A
         ApiError::unauthorized("You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer sk_test_…').")
     };
     let value = header.and_then(|h| h.to_str().ok()).ok_or_else(missing)?;
-    let key = if let Some(token) = value.strip_prefix("Bearer ") {
-        token.trim().to_string()
+    let decoded: String;
+    let key: &str = if let Some(token) = value.strip_prefix("Bearer ") {
+        token.trim()
     } else if let Some(b64) = value.strip_prefix("Basic ") {
-        let decoded = base64::engine::general_purpose::STANDARD
+        let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64.trim())
             .map_err(|_| missing())?;
-        let text = String::from_utf8(decoded).map_err(|_| missing())?;
-        text.split(':').next().unwrap_or("").to_string()
+        decoded = String::from_utf8(bytes).map_err(|_| missing())?;
+        decoded.split(':').next().unwrap_or("")
     } else {
         return Err(missing());
     };
     if key.is_empty() {
         return Err(missing());
     }
-    let chars: Vec<char> = key.chars().collect();
-    let masked: String = chars
-        .iter()
-        .take(8)
-        .chain(['…'].iter())
-        .chain(chars.iter().skip(chars.len().saturating_sub(4)))
-        .collect();
+    // Only for the error messages: the first 8 characters, an ellipsis, the last 4.
+    let masked = || {
+        let count = key.chars().count();
+        key.chars()
+            .take(8)
+            .chain(['…'])
+            .chain(key.chars().skip(count.saturating_sub(4)))
+            .collect::<String>()
+    };
     match required {
-        Some(r) if r == key => Ok(ApiKey::new(&key)),
-        Some(_) => Err(ApiError::unauthorized(format!("Invalid API Key provided: {masked}"))),
-        None if key.starts_with("sk_test_") || key.starts_with("rk_test_") => Ok(ApiKey::new(&key)),
+        Some(r) if r == key => Ok(ApiKey::interned(key)),
+        Some(_) => Err(ApiError::unauthorized(format!(
+            "Invalid API Key provided: {}",
+            masked()
+        ))),
+        None if key.starts_with("sk_test_") || key.starts_with("rk_test_") => Ok(ApiKey::interned(key)),
         None if key.starts_with("sk_live_") || key.starts_with("rk_live_") => Err(ApiError::unauthorized(
             "fauxpay is a test-mode provider: live keys are refused. Use an sk_test_ key.",
         )),
         None => Err(ApiError::unauthorized(format!(
-            "Invalid API Key provided: {masked}. Use an sk_test_ key."
+            "Invalid API Key provided: {}. Use an sk_test_ key.",
+            masked()
         ))),
     }
 }
@@ -160,7 +253,8 @@ pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<A
 /// Declares thin handlers: each runs one `Payments` method through [`execute`].
 macro_rules! handlers {
     ($($name:ident($($id:ident)?) => $access:ident |$p:ident, $r:ident, $a:ident| $body:expr;)*) => {$(
-        async fn $name(State(app): State<AppState>, $(Path($id): Path<String>,)? req: ApiRequest) -> Response {
+        async fn $name(State(app): State<AppState>, auth: Authenticated, $(Path($id): Path<String>,)? mut req: ApiRequest) -> Response {
+            req.api_key = auth.0;
             execute(&app, req, Access::$access, |$p, $r, $a| $body).await
         }
     )*};

@@ -9,17 +9,17 @@
 //! a 429, a cancelled request) frees the key again. Keys expire after the TTL, after
 //! which the same key starts a new request.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::ids::{ApiKey, IdempotencyKey, RequestId};
+use super::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
 use super::params::Params;
-use super::shard::Sharded;
+use super::payments::Reply;
+use super::shard::{FastMap, Sharded};
 
 /// How strictly keys are treated: Stripe's behaviour, or the IETF
 /// `Idempotency-Key` header draft's (422 on a mismatch, RFC 8941 string keys).
@@ -29,9 +29,23 @@ pub enum Mode {
     Ietf,
 }
 
-/// A hash of what a request asks for: method, path and canonical parameters.
+/// A hash of what a request asks for: method, path and canonical parameters (the first
+/// 128 bits of their SHA-256, streamed: the canonical form is never built).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint([u8; 32]);
+pub struct Fingerprint([u8; 16]);
+
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 impl Fingerprint {
     pub fn of(method: &str, path: &str, params: &Params) -> Self {
@@ -40,8 +54,11 @@ impl Fingerprint {
         h.update([0]);
         h.update(path.as_bytes());
         h.update([0]);
-        h.update(params.canonical());
-        Self(h.finalize().into())
+        params.write_canonical(HashWriter(&mut h));
+        let digest = h.finalize();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&digest[..16]);
+        Self(out)
     }
 }
 
@@ -49,28 +66,70 @@ impl Fingerprint {
 #[derive(Debug, Clone)]
 pub struct StoredResponse {
     pub status: u16,
-    pub body: Bytes,
+    pub should_retry: Option<bool>,
     /// The request that produced it (sent back as `Original-Request`).
     pub request_id: RequestId,
-    pub should_retry: Option<bool>,
+    pub body: StoredBody,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct ScopedKey {
-    api_key: ApiKey,
-    key: IdempotencyKey,
+/// A stored body: the object answered, or the exact bytes sent.
+#[derive(Debug, Clone)]
+pub enum StoredBody {
+    /// The object itself, shared with the tables (an immutable snapshot: updates
+    /// replace a table's `Arc`): its JSON is written when sent, the same bytes each time,
+    /// so a million stored keys do not keep a million JSON copies.
+    Object(Reply),
+    /// The bytes, and the object they name (errors; an object's JSON once replayed).
+    Bytes(Arc<(Bytes, Option<ObjectId>)>),
 }
 
-enum State {
-    InFlight,
-    Done(Arc<StoredResponse>),
+impl StoredResponse {
+    pub fn new(status: u16, should_retry: Option<bool>, request_id: RequestId, body: StoredBody) -> Self {
+        Self {
+            status,
+            should_retry,
+            request_id,
+            body,
+        }
+    }
+
+    /// The body as sent.
+    pub fn bytes(&self) -> Bytes {
+        match &self.body {
+            StoredBody::Object(reply) => reply.to_bytes(),
+            StoredBody::Bytes(b) => b.0.clone(),
+        }
+    }
+
+    /// The object the response names, if any.
+    pub fn object(&self) -> Option<ObjectId> {
+        match &self.body {
+            StoredBody::Object(reply) => reply.object(),
+            StoredBody::Bytes(b) => b.1,
+        }
+    }
+
+    /// The same response with its body as bytes, when it is still an object: a key that
+    /// is replayed once is often replayed again, so its JSON is kept from then on.
+    fn materialized(&self) -> Option<Self> {
+        match &self.body {
+            StoredBody::Object(reply) => Some(Self {
+                body: StoredBody::Bytes(Arc::new((reply.to_bytes(), reply.object()))),
+                ..self.clone()
+            }),
+            StoredBody::Bytes(_) => None,
+        }
+    }
 }
 
+/// A key's record (40 bytes).
 struct Record {
     fingerprint: Fingerprint,
-    state: State,
-    created: Instant,
-    token: u64,
+    /// `None` while the first request is in flight.
+    state: Option<Arc<StoredResponse>>,
+    /// When the key was claimed, in nanoseconds since the store was made.
+    created: u64,
+    token: u32,
 }
 
 /// What the store says about a request carrying a key.
@@ -85,12 +144,15 @@ pub enum Begin {
     Mismatch,
 }
 
-/// The store of idempotency keys.
+/// The store of idempotency keys: per shard, per API key (keys are scoped to it; one
+/// client usually has one), the records by key.
 pub struct IdempotencyStore {
-    shards: Sharded<HashMap<ScopedKey, Record>>,
+    shards: Sharded<FastMap<ApiKey, FastMap<IdempotencyKey, Record>>>,
     /// The TTL in milliseconds (a fault profile may change it at run time).
     ttl_ms: AtomicU64,
-    next_token: AtomicU64,
+    next_token: AtomicU32,
+    /// Records keep their creation time relative to this.
+    epoch: Instant,
 }
 
 impl IdempotencyStore {
@@ -98,8 +160,13 @@ impl IdempotencyStore {
         Arc::new(Self {
             shards: Sharded::default(),
             ttl_ms: AtomicU64::new(ttl.as_millis() as u64),
-            next_token: AtomicU64::new(1),
+            next_token: AtomicU32::new(1),
+            epoch: Instant::now(),
         })
+    }
+
+    fn since_epoch(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.epoch).as_nanos() as u64
     }
 
     pub fn ttl(&self) -> Duration {
@@ -110,8 +177,8 @@ impl IdempotencyStore {
         self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
     }
 
-    fn expired(&self, r: &Record, now: Instant) -> bool {
-        matches!(r.state, State::Done(_)) && now.saturating_duration_since(r.created) >= self.ttl()
+    fn expired(&self, r: &Record, now: u64) -> bool {
+        r.state.is_some() && now.saturating_sub(r.created) >= self.ttl().as_nanos() as u64
     }
 
     /// Looks `key` up for a request with `fingerprint`, claiming it if it is free.
@@ -122,35 +189,44 @@ impl IdempotencyStore {
         fingerprint: Fingerprint,
         now: Instant,
     ) -> Begin {
-        let scoped = ScopedKey {
-            api_key: api_key.clone(),
-            key: key.clone(),
+        let now = self.since_epoch(now);
+        let mut shard = self.shards.lock(&(api_key, key));
+        let keys = match shard.get_mut(api_key) {
+            Some(keys) => keys,
+            None => shard.entry(api_key.clone()).or_default(),
         };
-        let mut shard = self.shards.lock(&scoped);
-        if let Some(existing) = shard.get(&scoped) {
+        if let Some(existing) = keys.get_mut(key) {
             if !self.expired(existing, now) {
                 if existing.fingerprint != fingerprint {
                     return Begin::Mismatch;
                 }
                 return match &existing.state {
-                    State::InFlight => Begin::InUse,
-                    State::Done(resp) => Begin::Replay(resp.clone()),
+                    None => Begin::InUse,
+                    Some(resp) => match resp.materialized() {
+                        Some(bytes) => {
+                            let bytes = Arc::new(bytes);
+                            existing.state = Some(bytes.clone());
+                            Begin::Replay(bytes)
+                        }
+                        None => Begin::Replay(resp.clone()),
+                    },
                 };
             }
         }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        shard.insert(
-            scoped.clone(),
+        keys.insert(
+            key.clone(),
             Record {
                 fingerprint,
-                state: State::InFlight,
+                state: None,
                 created: now,
                 token,
             },
         );
         Begin::Proceed(Claim {
             store: self.clone(),
-            key: scoped,
+            api_key: api_key.clone(),
+            key: key.clone(),
             token,
             done: false,
         })
@@ -158,18 +234,25 @@ impl IdempotencyStore {
 
     /// Drops responses older than the TTL; returns how many went.
     pub fn purge_expired(&self, now: Instant) -> usize {
+        let now = self.since_epoch(now);
         let mut purged = 0;
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            let before = shard.len();
-            shard.retain(|_, r| !self.expired(r, now));
-            purged += before - shard.len();
+            for keys in shard.values_mut() {
+                let before = keys.len();
+                keys.retain(|_, r| !self.expired(r, now));
+                purged += before - keys.len();
+            }
+            shard.retain(|_, keys| !keys.is_empty());
         }
         purged
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shards
+            .iter()
+            .map(|s| s.lock().values().map(|keys| keys.len()).sum::<usize>())
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -182,12 +265,18 @@ impl IdempotencyStore {
         }
     }
 
-    fn finish(&self, key: &ScopedKey, token: u64, response: Option<Arc<StoredResponse>>) {
-        let mut shard = self.shards.lock(key);
-        match (shard.get_mut(key), response) {
-            (Some(r), Some(resp)) if r.token == token => r.state = State::Done(resp),
+    fn finish(&self, api_key: &ApiKey, key: &IdempotencyKey, token: u32, response: Option<Arc<StoredResponse>>) {
+        let mut shard = self.shards.lock(&(api_key, key));
+        let Some(keys) = shard.get_mut(api_key) else {
+            return;
+        };
+        match (keys.get_mut(key), response) {
+            (Some(r), Some(resp)) if r.token == token => r.state = Some(resp),
             (Some(r), None) if r.token == token => {
-                shard.remove(key);
+                keys.remove(key);
+                if keys.is_empty() {
+                    shard.remove(api_key);
+                }
             }
             _ => {}
         }
@@ -198,22 +287,23 @@ impl IdempotencyStore {
 /// dropping it uncompleted frees the key (nothing is stored).
 pub struct Claim {
     store: Arc<IdempotencyStore>,
-    key: ScopedKey,
-    token: u64,
+    api_key: ApiKey,
+    key: IdempotencyKey,
+    token: u32,
     done: bool,
 }
 
 impl Claim {
     pub fn complete(mut self, response: Arc<StoredResponse>) {
         self.done = true;
-        self.store.finish(&self.key, self.token, Some(response));
+        self.store.finish(&self.api_key, &self.key, self.token, Some(response));
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.done {
-            self.store.finish(&self.key, self.token, None);
+            self.store.finish(&self.api_key, &self.key, self.token, None);
         }
     }
 }
@@ -231,12 +321,12 @@ mod tests {
     }
 
     fn resp(status: u16) -> Arc<StoredResponse> {
-        Arc::new(StoredResponse {
+        Arc::new(StoredResponse::new(
             status,
-            body: Bytes::from_static(b"{}"),
-            request_id: RequestId::generate(),
-            should_retry: None,
-        })
+            None,
+            RequestId::generate(),
+            StoredBody::Bytes(Arc::new((Bytes::from_static(b"{}"), None))),
+        ))
     }
 
     fn keys() -> (ApiKey, IdempotencyKey) {

@@ -10,16 +10,20 @@
 //! Refund attempts beyond what was captured are kept as over-refunds.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use hashbrown::HashTable;
 use parking_lot::MutexGuard;
+use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 
 use super::attempt::Attempt;
 use super::ids::{ChargeId, CorrelationId, IdempotencyKey, PaymentIntentId, RefundId, RequestId};
-use super::shard::Sharded;
+use super::money::Currency;
+use super::shard::{Hasher, Sharded};
 
 /// Version of the record and summary JSON: the contract `fauxpay load` reads.
 pub const LEDGER_SCHEMA_VERSION: u32 = 1;
@@ -52,23 +56,22 @@ pub enum MovementKind {
 pub struct Movement {
     pub id: MovementId,
     pub amount: u64,
-    pub currency: &'static str,
+    pub currency: Currency,
     pub payment_intent: Option<PaymentIntentId>,
     /// For a refund: the charge it refunds.
     pub charge: Option<ChargeId>,
     pub attempt: Attempt,
 }
 
-/// One money movement, as served by `GET /__fauxpay/ledger`.
-#[derive(Debug, Clone, Serialize)]
+/// One money movement, as served by `GET /__fauxpay/ledger` (with `schema_version` and
+/// `status: "succeeded"`, constants written when serialised).
+#[derive(Debug, Clone)]
 pub struct LedgerRecord {
-    pub schema_version: u32,
     pub seq: u64,
     pub id: MovementId,
     pub kind: MovementKind,
     pub amount: u64,
-    pub currency: &'static str,
-    pub status: &'static str,
+    pub currency: Currency,
     pub payment_intent: Option<PaymentIntentId>,
     pub charge: Option<ChargeId>,
     pub idempotency_key: Option<IdempotencyKey>,
@@ -79,6 +82,37 @@ pub struct LedgerRecord {
     pub duplicate: bool,
     /// Unix time in milliseconds.
     pub created_ms: u64,
+    /// For a captured charge with a correlation id: how many its group holds, this one
+    /// included, and where (in its shard) the group's previous charge is.
+    group: Option<GroupLink>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GroupLink {
+    count: u32,
+    prev: Option<u32>,
+}
+
+impl Serialize for LedgerRecord {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("LedgerRecord", 15)?;
+        o.serialize_field("schema_version", &LEDGER_SCHEMA_VERSION)?;
+        o.serialize_field("seq", &self.seq)?;
+        o.serialize_field("id", &self.id)?;
+        o.serialize_field("kind", &self.kind)?;
+        o.serialize_field("amount", &self.amount)?;
+        o.serialize_field("currency", &self.currency)?;
+        o.serialize_field("status", "succeeded")?;
+        o.serialize_field("payment_intent", &self.payment_intent)?;
+        o.serialize_field("charge", &self.charge)?;
+        o.serialize_field("idempotency_key", &self.idempotency_key)?;
+        o.serialize_field("correlation_id", &self.correlation_id)?;
+        o.serialize_field("request_id", &self.request_id)?;
+        o.serialize_field("fault", &self.fault)?;
+        o.serialize_field("duplicate", &self.duplicate)?;
+        o.serialize_field("created_ms", &self.created_ms)?;
+        o.end()
+    }
 }
 
 /// A refund that asked for more than was left to refund (refused with a 400).
@@ -96,16 +130,41 @@ pub struct OverRefund {
 }
 
 #[derive(Default)]
-struct Group {
-    /// Indices (into the shard's records) of the captured charges.
-    charges: Vec<usize>,
-}
-
-#[derive(Default)]
 struct Shard {
     records: Vec<Arc<LedgerRecord>>,
-    groups: HashMap<CorrelationId, Group>,
+    /// One entry per correlation id with captured charges: the index (in `records`) of
+    /// its latest; the earlier ones are linked from it (4 bytes per correlation id).
+    groups: HashTable<u32>,
     over_refunds: Vec<OverRefund>,
+}
+
+impl Shard {
+    /// The index of the latest captured charge of `correlation_id`.
+    fn latest(&self, hash: u64, correlation_id: &CorrelationId) -> Option<u32> {
+        let records = &self.records;
+        self.groups
+            .find(hash, |&i| {
+                records[i as usize].correlation_id.as_ref() == Some(correlation_id)
+            })
+            .copied()
+    }
+
+    /// A group's records, oldest first, from the index of its latest.
+    fn group(&self, latest: u32) -> Vec<&LedgerRecord> {
+        let mut out = Vec::new();
+        let mut next = Some(latest);
+        while let Some(i) = next {
+            let r = &*self.records[i as usize];
+            out.push(r);
+            next = r.group.and_then(|g| g.prev);
+        }
+        out.reverse();
+        out
+    }
+
+    fn group_count(&self, latest: u32) -> usize {
+        self.records[latest as usize].group.map_or(0, |g| g.count as usize)
+    }
 }
 
 /// Filters for [`Ledger::records`].
@@ -142,6 +201,8 @@ pub fn now_ms() -> u64 {
 #[derive(Default)]
 pub struct Ledger {
     shards: Sharded<Shard>,
+    /// Hashes correlation ids for the groups' tables.
+    hasher: Hasher,
     next_seq: AtomicU64,
     blocked_duplicates: AtomicU64,
     duplicate_groups: AtomicU64,
@@ -161,6 +222,8 @@ pub struct LedgerEntry<'a> {
     ledger: &'a Ledger,
     shard: MutexGuard<'a, Shard>,
     correlation_id: Option<CorrelationId>,
+    /// The correlation id's hash, and the index of its latest captured charge.
+    group: Option<(u64, Option<u32>)>,
 }
 
 impl Ledger {
@@ -171,10 +234,15 @@ impl Ledger {
             Some(c) => self.shards.lock(c.as_str()),
             None => self.shards.lock(fallback),
         };
+        let group = correlation_id.map(|c| {
+            let hash = self.hasher.hash_one(c);
+            (hash, shard.latest(hash, c))
+        });
         LedgerEntry {
             ledger: self,
             shard,
             correlation_id: correlation_id.cloned(),
+            group,
         }
     }
 
@@ -225,17 +293,18 @@ impl Ledger {
                 match r.kind {
                     MovementKind::Charge => {
                         charges += 1;
-                        *captured.entry(r.currency).or_default() += r.amount;
+                        *captured.entry(r.currency.code()).or_default() += r.amount;
                     }
                     MovementKind::Refund => {
                         refunds += 1;
-                        *refunded.entry(r.currency).or_default() += r.amount;
+                        *refunded.entry(r.currency.code()).or_default() += r.amount;
                     }
                 }
             }
             correlation_ids += shard.groups.len();
-            for (id, g) in shard.groups.iter().filter(|(_, g)| g.charges.len() > 1) {
-                let recs: Vec<&LedgerRecord> = g.charges.iter().map(|&i| &*shard.records[i]).collect();
+            for &latest in shard.groups.iter().filter(|&&i| shard.group_count(i) > 1) {
+                let recs = shard.group(latest);
+                let id = recs[0].correlation_id.as_ref();
                 let first = recs[0].amount;
                 let total: u64 = recs.iter().map(|r| r.amount).sum();
                 extra_charges += recs.len() - 1;
@@ -244,7 +313,7 @@ impl Ledger {
                     "charge_count": recs.len(),
                     "captured_amount": total,
                     "extra_amount": total - first,
-                    "currency": recs[0].currency,
+                    "currency": recs[0].currency.code(),
                     "charges": recs,
                 }));
             }
@@ -270,10 +339,7 @@ impl Ledger {
     /// Forgets everything (`POST /__fauxpay/reset`).
     pub fn clear(&self) {
         for shard in self.shards.iter() {
-            let mut s = shard.lock();
-            s.records.clear();
-            s.groups.clear();
-            s.over_refunds.clear();
+            *shard.lock() = Shard::default();
         }
         self.blocked_duplicates.store(0, Ordering::Relaxed);
         self.duplicate_groups.store(0, Ordering::Relaxed);
@@ -285,10 +351,10 @@ impl Ledger {
 impl LedgerEntry<'_> {
     /// Captured charges already recorded for this correlation id.
     pub fn captured_charges(&self) -> usize {
-        self.correlation_id
-            .as_ref()
-            .and_then(|c| self.shard.groups.get(c))
-            .map_or(0, |g| g.charges.len())
+        match self.group {
+            Some((_, Some(latest))) => self.shard.group_count(latest),
+            _ => 0,
+        }
     }
 
     /// Appends a movement; a charge is flagged `duplicate` if its correlation id
@@ -302,22 +368,41 @@ impl LedgerEntry<'_> {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         let mut duplicate = false;
-        if let (MovementKind::Charge, Some(c)) = (kind, &self.correlation_id) {
-            let group = self.shard.groups.entry(c.clone()).or_default();
-            group.charges.push(index);
-            duplicate = group.charges.len() > 1;
-            if group.charges.len() == 2 {
+        let mut link = None;
+        if let (MovementKind::Charge, Some((hash, latest))) = (kind, self.group) {
+            let index = index as u32;
+            let count = latest.map_or(0, |l| self.shard.group_count(l)) as u32 + 1;
+            link = Some(GroupLink { count, prev: latest });
+            let shard = &mut *self.shard;
+            match latest {
+                Some(l) => {
+                    if let Some(slot) = shard.groups.find_mut(hash, |&i| i == l) {
+                        *slot = index;
+                    }
+                }
+                None => {
+                    let (records, hasher) = (&shard.records, &self.ledger.hasher);
+                    // Every record in `groups` has a correlation id.
+                    shard
+                        .groups
+                        .insert_unique(hash, index, |&i| match &records[i as usize].correlation_id {
+                            Some(c) => hasher.hash_one(c),
+                            None => 0,
+                        });
+                }
+            }
+            self.group = Some((hash, Some(index)));
+            duplicate = count > 1;
+            if count == 2 {
                 self.ledger.duplicate_groups.fetch_add(1, Ordering::Relaxed);
             }
         }
         let record = Arc::new(LedgerRecord {
-            schema_version: LEDGER_SCHEMA_VERSION,
             seq,
             id: m.id,
             kind,
             amount: m.amount,
             currency: m.currency,
-            status: "succeeded",
             payment_intent: m.payment_intent,
             charge: m.charge,
             idempotency_key: m.attempt.idempotency_key,
@@ -326,6 +411,7 @@ impl LedgerEntry<'_> {
             fault: m.attempt.fault,
             duplicate,
             created_ms: now_ms(),
+            group: link,
         });
         self.shard.records.push(record.clone());
         record
@@ -343,13 +429,13 @@ mod tests {
     fn charge(ledger: &Ledger, corr: Option<&str>, amount: u64) -> Arc<LedgerRecord> {
         let c = corr.map(CorrelationId::new);
         let id = ChargeId::generate();
-        let mut e = ledger.entry(c.as_ref(), id.as_str());
+        let mut e = ledger.entry(c.as_ref(), &id.as_str());
         e.append(
             MovementKind::Charge,
             Movement {
                 id: MovementId::Charge(id),
                 amount,
-                currency: "usd",
+                currency: Currency::parse("usd").unwrap(),
                 payment_intent: None,
                 charge: None,
                 attempt: Attempt::plain(RequestId::generate(), None),

@@ -5,13 +5,12 @@
 //! sharded by label so concurrent requests do not contend on one lock; charge, refund
 //! and duplicate figures are read from the ledger when scraped.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::ledger::Ledger;
-use super::shard::Sharded;
+use super::shard::{FastMap, Sharded};
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
 const BUCKETS: [f64; 14] = [
@@ -25,9 +24,13 @@ struct RequestLabel {
     status: u16,
 }
 
+/// Request counts of one route, by method and status (a handful each).
+type RouteCounts = Vec<(String, u16, u64)>;
+
 #[derive(Default)]
 pub struct Metrics {
-    requests: Sharded<HashMap<RequestLabel, u64>>,
+    /// By route (looked up by `&str`: counting a request allocates nothing).
+    requests: Sharded<FastMap<Box<str>, RouteCounts>>,
     pub replays: AtomicU64,
     pub in_flight_conflicts: AtomicU64,
     pub key_mismatches: AtomicU64,
@@ -40,12 +43,17 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn observe_request(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
-        let label = RequestLabel {
-            route: route.to_string(),
-            method: method.to_string(),
-            status,
-        };
-        *self.requests.lock(&label).entry(label).or_default() += 1;
+        {
+            let mut shard = self.requests.lock(route);
+            let counts = match shard.get_mut(route) {
+                Some(c) => c,
+                None => shard.entry(route.into()).or_default(),
+            };
+            match counts.iter_mut().find(|(m, s, _)| *s == status && m == method) {
+                Some((_, _, n)) => *n += 1,
+                None => counts.push((method.to_string(), status, 1)),
+            }
+        }
         let secs = elapsed.as_secs_f64();
         if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
             self.buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -70,7 +78,18 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         let mut rows: Vec<(RequestLabel, u64)> = Vec::new();
         for shard in self.requests.iter() {
-            rows.extend(shard.lock().iter().map(|(k, v)| (k.clone(), *v)));
+            for (route, counts) in shard.lock().iter() {
+                rows.extend(counts.iter().map(|(method, status, n)| {
+                    (
+                        RequestLabel {
+                            route: route.to_string(),
+                            method: method.clone(),
+                            status: *status,
+                        },
+                        *n,
+                    )
+                }));
+            }
         }
         rows.sort_by(|a, b| (&a.0.route, &a.0.method, a.0.status).cmp(&(&b.0.route, &b.0.method, b.0.status)));
         out.push_str("# HELP fauxpay_http_requests_total HTTP requests by route, method and status.\n# TYPE fauxpay_http_requests_total counter\n");

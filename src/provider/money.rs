@@ -40,16 +40,16 @@ const CURRENCIES: &[(&str, u64)] = &[
     ("zar", 50),
 ];
 
-/// A validated currency code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Currency(&'static str);
+/// A validated currency code (one byte: its place in the list of known currencies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Currency(u8);
 
 impl Currency {
     pub fn parse(code: &str) -> Result<Self, ApiError> {
         CURRENCIES
             .iter()
-            .find(|(c, _)| *c == code)
-            .map(|(c, _)| Currency(c))
+            .position(|(c, _)| *c == code)
+            .map(|i| Currency(i as u8))
             .ok_or_else(|| {
                 ApiError::invalid_param(
                     "currency",
@@ -59,15 +59,17 @@ impl Currency {
     }
 
     pub fn code(self) -> &'static str {
-        self.0
+        CURRENCIES[self.0 as usize].0
     }
 
     fn minimum(self) -> u64 {
-        CURRENCIES
-            .iter()
-            .find(|(c, _)| *c == self.0)
-            .map(|(_, m)| *m)
-            .unwrap_or(50)
+        CURRENCIES[self.0 as usize].1
+    }
+}
+
+impl serde::Serialize for Currency {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.code())
     }
 }
 

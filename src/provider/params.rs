@@ -7,6 +7,8 @@
 //! form: keys are kept sorted, so reordered form fields are the same request. Typed
 //! getters turn a missing or ill-typed parameter into a Stripe-shaped error naming it.
 
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
@@ -25,6 +27,7 @@ impl Params {
     pub fn from_form(input: &[u8]) -> Result<Self, ApiError> {
         let mut root = Value::Object(Map::new());
         let mut count = 0usize;
+        let mut indexed = false;
         for (name, value) in form_urlencoded::parse(input) {
             if name.is_empty() {
                 continue;
@@ -37,9 +40,21 @@ impl Params {
                 ));
             }
             let path = split_brackets(&name)?;
-            insert_path(&mut root, &name, &path, Value::String(value.into_owned()))?;
+            let path = path.as_slice();
+            indexed |= path
+                .iter()
+                .any(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()));
+            insert_path(&mut root, &name, path, Value::String(value.into_owned()))?;
         }
-        Ok(Self(into_object(root)))
+        // Only a name with an index (`items[0]`) can make an object that is a list.
+        if indexed {
+            Ok(Self(into_object(root)))
+        } else {
+            match root {
+                Value::Object(m) => Ok(Self(m)),
+                _ => Ok(Self::default()),
+            }
+        }
     }
 
     /// Parses a JSON body; the top level must be an object.
@@ -60,17 +75,14 @@ impl Params {
     /// The canonical byte form used for fingerprints: JSON with sorted keys, scalars
     /// as strings (a form sends `amount=100`, a JSON body `"amount":100`; both mean one thing).
     pub fn canonical(&self) -> Vec<u8> {
-        fn canon(v: &Value) -> Value {
-            match v {
-                Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), canon(v))).collect()),
-                Value::Array(a) => Value::Array(a.iter().map(canon).collect()),
-                Value::String(_) | Value::Null => v.clone(),
-                Value::Bool(b) => Value::String(b.to_string()),
-                Value::Number(n) => Value::String(n.to_string()),
-            }
-        }
-        let sorted: Map<String, Value> = self.0.iter().map(|(k, v)| (k.clone(), canon(v))).collect();
-        serde_json::to_vec(&Value::Object(sorted)).unwrap_or_default()
+        let mut out = Vec::new();
+        self.write_canonical(&mut out);
+        out
+    }
+
+    /// Writes [`Params::canonical`] to `out` without building it first.
+    pub fn write_canonical(&self, out: impl std::io::Write) {
+        let _ = serde_json::to_writer(out, &CanonMap(&self.0));
     }
 
     pub fn get(&self, name: &str) -> Option<&Value> {
@@ -162,31 +174,98 @@ impl Params {
     }
 }
 
+/// A map in canonical form: keys sorted, values canonical.
+struct CanonMap<'a>(&'a Map<String, Value>);
+
+/// A value in canonical form: booleans and numbers as strings.
+struct Canon<'a>(&'a Value);
+
+impl Serialize for CanonMap<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        // serde_json's map is sorted by key (unless a crate turns on `preserve_order`).
+        if self.0.keys().is_sorted() {
+            for (k, v) in self.0 {
+                map.serialize_entry(k, &Canon(v))?;
+            }
+        } else {
+            let mut entries: Vec<_> = self.0.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            for (k, v) in entries {
+                map.serialize_entry(k, &Canon(v))?;
+            }
+        }
+        map.end()
+    }
+}
+
+impl Serialize for Canon<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Value::Object(m) => CanonMap(m).serialize(s),
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for v in a {
+                    seq.serialize_element(&Canon(v))?;
+                }
+                seq.end()
+            }
+            Value::String(x) => s.serialize_str(x),
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_str(if *b { "true" } else { "false" }),
+            Value::Number(n) => s.collect_str(n),
+        }
+    }
+}
+
+/// The segments of a parameter name, on the stack (at most [`MAX_DEPTH`]).
+struct Segments<'a> {
+    items: [&'a str; MAX_DEPTH],
+    len: usize,
+}
+
+impl<'a> Segments<'a> {
+    fn as_slice(&self) -> &[&'a str] {
+        &self.items[..self.len]
+    }
+}
+
 /// Splits `a[b][c]` into `["a", "b", "c"]`; `a[]` gives an empty last segment (append).
-fn split_brackets(name: &str) -> Result<Vec<&str>, ApiError> {
+fn split_brackets(name: &str) -> Result<Segments<'_>, ApiError> {
     let malformed = || {
         ApiError::invalid_request(
             format!("Invalid parameter name: '{name}' has unbalanced brackets."),
             Some(name.to_string()),
         )
     };
-    let Some(open) = name.find('[') else {
-        return Ok(vec![name]);
+    let mut out = Segments {
+        items: [""; MAX_DEPTH],
+        len: 1,
     };
-    let mut out = vec![&name[..open]];
-    if out[0].is_empty() {
+    let Some(open) = name.find('[') else {
+        out.items[0] = name;
+        return Ok(out);
+    };
+    out.items[0] = &name[..open];
+    if out.items[0].is_empty() {
         return Err(malformed());
     }
+    // Segments beyond MAX_DEPTH are counted, not kept: the name is refused below.
+    let mut count = 1;
     let mut rest = &name[open..];
     while !rest.is_empty() {
         if !rest.starts_with('[') {
             return Err(malformed());
         }
         let close = rest.find(']').ok_or_else(malformed)?;
-        out.push(&rest[1..close]);
+        if count < MAX_DEPTH {
+            out.items[count] = &rest[1..close];
+        }
+        count += 1;
         rest = &rest[close + 1..];
     }
-    if out.len() > MAX_DEPTH {
+    out.len = count.min(MAX_DEPTH);
+    if count > MAX_DEPTH {
         return Err(ApiError::invalid_request(
             format!("Invalid parameter name: '{name}' is nested deeper than {MAX_DEPTH} levels."),
             Some(name.to_string()),
@@ -229,7 +308,10 @@ fn insert_path(node: &mut Value, full: &str, path: &[&str], leaf: Value) -> Resu
     let Value::Object(map) = node else {
         return Err(conflict());
     };
-    let child = map.entry(seg.to_string()).or_insert(Value::Null);
+    if !map.contains_key(*seg) {
+        map.insert(seg.to_string(), Value::Null);
+    }
+    let child = map.get_mut(*seg).expect("just inserted");
     if rest.is_empty() && (child.is_object() || child.is_array()) {
         return Err(conflict());
     }

@@ -8,23 +8,46 @@
 //! → refund), so a state check and the transition it guards are one atomic step and the
 //! duplicate check cannot race the append.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::attempt::Attempt;
 use super::cards::{Decline, TestCard};
 use super::error::{ApiError, ErrorType};
-use super::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, RefundId};
+use super::ids::{ChargeId, CorrelationId, ObjectId, PaymentIntentId, PaymentMethodId, RefundId, Token};
 use super::ledger::{Ledger, LedgerEntry, Movement, MovementId, MovementKind, OverRefund};
 use super::money::{check_amount, Currency};
 use super::objects::{
-    now_unix, CaptureMethod, Charge, ChargeStatus, IntentStatus, LastPaymentError, Metadata, NewCharge, PaymentIntent,
-    Refund,
+    now_unix, CaptureMethod, Charge, ChargeStatus, IntentStatus, IntentText, LastPaymentError, Metadata, NewCharge,
+    PaymentIntent, Refund,
 };
 use super::params::Params;
 use super::search::{Query, Searchable};
-use super::table::{Cursor, Table};
+use super::table::{Cursor, Keyed, Table};
+
+impl Keyed for Arc<PaymentIntent> {
+    type Key = PaymentIntentId;
+    fn key(&self) -> PaymentIntentId {
+        self.id
+    }
+}
+
+impl Keyed for Arc<Charge> {
+    type Key = ChargeId;
+    fn key(&self) -> ChargeId {
+        self.id
+    }
+}
+
+impl Keyed for Arc<Refund> {
+    type Key = RefundId;
+    fn key(&self) -> RefundId {
+        self.id
+    }
+}
 
 /// What to do with a new charge for a correlation id that already has a captured one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,6 +56,59 @@ pub enum DuplicatePolicy {
     Allow,
     /// Refuse with a 402 `duplicate_transaction` decline and count it as blocked.
     Reject,
+}
+
+/// What an operation answers: a Stripe object, shared (the idempotency store keeps the
+/// same `Arc` the tables hold, not a copy of its JSON) and serialised straight to bytes
+/// when sent, or a list as JSON.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Intent(Arc<PaymentIntent>),
+    Charge(Arc<Charge>),
+    Refund(Arc<Refund>),
+    Json(Box<Value>),
+}
+
+impl Reply {
+    /// The JSON body.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Reply::Intent(o) => o.write_json(out),
+            Reply::Charge(o) => o.write_json(out),
+            Reply::Refund(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::Json(v) => {
+                let _ = serde_json::to_writer(out, &**v);
+            }
+        }
+    }
+
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = Vec::with_capacity(2048);
+        self.write_json(&mut out);
+        Bytes::from(out)
+    }
+
+    /// The object answered, if one.
+    pub fn object(&self) -> Option<ObjectId> {
+        match self {
+            Reply::Intent(o) => Some(ObjectId::Intent(o.id)),
+            Reply::Charge(o) => Some(ObjectId::Charge(o.id)),
+            Reply::Refund(o) => Some(ObjectId::Refund(o.id)),
+            Reply::Json(_) => None,
+        }
+    }
+
+    /// The body as a JSON value.
+    pub fn json(&self) -> Value {
+        match self {
+            Reply::Intent(o) => o.to_json(),
+            Reply::Charge(o) => o.to_json(),
+            Reply::Refund(o) => o.to_json(),
+            Reply::Json(v) => (**v).clone(),
+        }
+    }
 }
 
 /// Where a payment's correlation id comes from: a dotted path into its parameters,
@@ -81,9 +157,9 @@ const MAX_TEXT_LEN: usize = 5_000;
 
 /// All payment state and the rules that move it.
 pub struct Payments {
-    pub intents: Table<PaymentIntentId, Arc<PaymentIntent>>,
-    pub charges: Table<ChargeId, Arc<Charge>>,
-    pub refunds: Table<RefundId, Arc<Refund>>,
+    pub intents: Table<Arc<PaymentIntent>>,
+    pub charges: Table<Arc<Charge>>,
+    pub refunds: Table<Arc<Refund>>,
     pub ledger: Ledger,
     pub policy: DuplicatePolicy,
     pub correlate: CorrelationSource,
@@ -107,6 +183,11 @@ impl Payments {
         }
     }
 
+    /// The correlation id of a request, read once per request.
+    fn correlation_id(&self, p: &Params, attempt: &Attempt) -> Option<CorrelationId> {
+        attempt.correlation_id.clone().or_else(|| self.correlate.of(p))
+    }
+
     pub fn reset(&self) {
         self.intents.clear();
         self.charges.clear();
@@ -116,7 +197,7 @@ impl Payments {
 
     // ---- payment intents ----
 
-    pub fn create_intent(&self, p: &Params, attempt: &Attempt) -> Result<Value, ApiError> {
+    pub fn create_intent(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let currency = Currency::parse(p.req_str("currency")?)?;
         let amount = check_amount(
             "amount",
@@ -143,7 +224,7 @@ impl Payments {
                 let enabled = Params::from_json(&serde_json::to_vec(apm).unwrap_or_default())?
                     .opt_bool("enabled")?
                     .unwrap_or(false);
-                Some(json!({"enabled": enabled}))
+                Some(enabled)
             }
         };
         if confirm && card.is_none() {
@@ -153,75 +234,61 @@ impl Payments {
             )
             .with_code("payment_intent_unexpected_state"));
         }
-        let id = PaymentIntentId::generate();
+        let text = IntentText {
+            customer: text(p, "customer")?,
+            description: text(p, "description")?,
+            receipt_email: text(p, "receipt_email")?,
+            statement_descriptor: text(p, "statement_descriptor")?,
+            statement_descriptor_suffix: text(p, "statement_descriptor_suffix")?,
+            transfer_group: text(p, "transfer_group")?,
+        };
         let mut pi = PaymentIntent {
-            client_secret: format!("{id}_secret_{}", &PaymentIntentId::generate().as_str()[3..]),
-            id,
-            object: "payment_intent",
+            id: PaymentIntentId::generate(),
             amount,
             amount_capturable: 0,
             amount_received: 0,
-            application: None,
-            application_fee_amount: None,
             automatic_payment_methods,
             canceled_at: None,
             cancellation_reason: None,
             capture_method,
-            confirmation_method: "automatic",
+            client_secret: Token::random(),
             created: now_unix(),
-            currency: currency.code(),
-            customer: text(p, "customer")?,
-            description: text(p, "description")?,
+            currency,
+            text: text.boxed(),
             last_payment_error: None,
             latest_charge: None,
-            livemode: false,
             metadata,
-            next_action: None,
-            on_behalf_of: None,
             payment_method: card.map(|_| PaymentMethodId::generate()),
-            payment_method_options: json!({"card": {"installments": null, "mandate_options": null, "network": null, "request_three_d_secure": "automatic"}}),
-            payment_method_types: vec!["card"],
-            processing: None,
-            receipt_email: text(p, "receipt_email")?,
-            review: None,
-            setup_future_usage: None,
-            shipping: None,
-            statement_descriptor: text(p, "statement_descriptor")?,
-            statement_descriptor_suffix: text(p, "statement_descriptor_suffix")?,
             status: if card.is_some() {
                 IntentStatus::RequiresConfirmation
             } else {
                 IntentStatus::RequiresPaymentMethod
             },
-            transfer_data: None,
-            transfer_group: text(p, "transfer_group")?,
             card,
-            correlation_id: self.correlate.of(p),
+            correlation_id: self.correlation_id(p, attempt),
         };
         if !confirm {
-            let out = pi.to_json();
-            self.intents.insert(pi.id.clone(), Arc::new(pi));
-            return Ok(out);
+            let pi = Arc::new(pi);
+            self.intents.insert(pi.clone());
+            return Ok(Reply::Intent(pi));
         }
-        let mut entry = self.ledger.entry(pi.correlation_id.as_ref(), pi.id.as_str());
+        let mut entry = self.ledger.entry(pi.correlation_id.as_ref(), &pi.id.as_str());
         let result = self.confirm_locked(&mut pi, &mut entry, attempt);
-        let out = pi.to_json();
-        self.intents.insert(pi.id.clone(), Arc::new(pi));
+        let pi = Arc::new(pi);
+        self.intents.insert(pi.clone());
         drop(entry);
         match result {
-            Ok(()) => Ok(out),
-            Err(e) => Err(e.with_extra("payment_intent", out)),
+            Ok(()) => Ok(Reply::Intent(pi)),
+            Err(e) => Err(e.with_extra("payment_intent", pi.to_json())),
         }
     }
 
-    pub fn confirm_intent(&self, id: &str, p: &Params, attempt: &Attempt) -> Result<Value, ApiError> {
-        let id = PaymentIntentId::from_client(id);
-        let current = self
-            .intents
-            .get(&id)
-            .ok_or_else(|| ApiError::unknown_object("payment_intent", id.as_str(), "intent"))?;
+    pub fn confirm_intent(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
+        let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
+        let current = self.intents.get(&id).ok_or_else(unknown)?;
         let new_card = payment_method(p)?;
-        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), id.as_str());
+        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), &id.as_str());
         self.intents
             .update(&id, |slot| {
                 let mut pi = (**slot).clone();
@@ -250,11 +317,12 @@ impl Payments {
                     .with_param("payment_method"));
                 }
                 let result = self.confirm_locked(&mut pi, &mut entry, attempt);
-                let out = pi.to_json();
                 *slot = Arc::new(pi);
-                result.map(|()| out.clone()).map_err(|e| e.with_extra("payment_intent", out))
+                result
+                    .map(|()| Reply::Intent(slot.clone()))
+                    .map_err(|e| e.with_extra("payment_intent", slot.to_json()))
             })
-            .unwrap_or_else(|| Err(ApiError::unknown_object("payment_intent", id.as_str(), "intent")))
+            .unwrap_or_else(|| Err(unknown()))
     }
 
     /// Charges the intent's card; the caller holds the intent's ledger entry.
@@ -277,18 +345,18 @@ impl Payments {
             card,
             decline: decline.clone(),
             capture: automatic,
-            payment_intent: Some(pi.id.clone()),
-            payment_method: pi.payment_method.clone(),
-            description: pi.description.clone(),
+            payment_intent: Some(pi.id),
+            payment_method: pi.payment_method,
+            description: pi.description().map(Box::from),
             metadata: &pi.metadata,
             correlation_id: pi.correlation_id.clone(),
         });
-        pi.latest_charge = Some(charge.id.clone());
+        pi.latest_charge = Some(charge.id);
         if let Some(d) = decline {
             pi.status = IntentStatus::RequiresPaymentMethod;
-            pi.last_payment_error = Some(LastPaymentError::from_decline(&d, charge.id.clone()));
+            pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(&d, charge.id)));
             let err = card_error(&d).with_extra("charge", json!(charge.id));
-            self.charges.insert(charge.id.clone(), Arc::new(charge));
+            self.charges.insert(Arc::new(charge));
             return Err(err);
         }
         pi.last_payment_error = None;
@@ -300,18 +368,16 @@ impl Payments {
             pi.status = IntentStatus::RequiresCapture;
             pi.amount_capturable = pi.amount;
         }
-        self.charges.insert(charge.id.clone(), Arc::new(charge));
+        self.charges.insert(Arc::new(charge));
         Ok(())
     }
 
-    pub fn capture_intent(&self, id: &str, p: &Params, attempt: &Attempt) -> Result<Value, ApiError> {
-        let id = PaymentIntentId::from_client(id);
-        let current = self
-            .intents
-            .get(&id)
-            .ok_or_else(|| ApiError::unknown_object("payment_intent", id.as_str(), "intent"))?;
+    pub fn capture_intent(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
+        let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
+        let current = self.intents.get(&id).ok_or_else(unknown)?;
         let requested = p.opt_u64("amount_to_capture")?;
-        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), id.as_str());
+        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), &id.as_str());
         self.intents
             .update(&id, |slot| {
                 if slot.status != IntentStatus::RequiresCapture {
@@ -331,24 +397,26 @@ impl Payments {
                     self.ledger.note_blocked_duplicate();
                     return Err(duplicate_decline());
                 }
-                let charge_id = slot.latest_charge.clone().expect("requires_capture has a charge");
+                let charge_id = slot.latest_charge.expect("requires_capture has a charge");
                 let charge = self.capture_charge_locked(&charge_id, amount, &mut entry, attempt)?;
                 let mut pi = (**slot).clone();
                 pi.status = IntentStatus::Succeeded;
                 pi.amount_capturable = 0;
                 pi.amount_received = charge.amount_captured;
-                let out = pi.to_json();
                 *slot = Arc::new(pi);
-                Ok(out)
+                Ok(Reply::Intent(slot.clone()))
             })
-            .unwrap_or_else(|| Err(ApiError::unknown_object("payment_intent", id.as_str(), "intent")))
+            .unwrap_or_else(|| Err(unknown()))
     }
 
-    pub fn cancel_intent(&self, id: &str, p: &Params) -> Result<Value, ApiError> {
-        let id = PaymentIntentId::from_client(id);
+    pub fn cancel_intent(&self, raw_id: &str, p: &Params) -> Result<Reply, ApiError> {
+        let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let reason = match p.opt_str("cancellation_reason")? {
             None => None,
-            Some(r @ ("duplicate" | "fraudulent" | "requested_by_customer" | "abandoned")) => Some(r.to_string()),
+            Some("duplicate") => Some("duplicate"),
+            Some("fraudulent") => Some("fraudulent"),
+            Some("requested_by_customer") => Some("requested_by_customer"),
+            Some("abandoned") => Some("abandoned"),
             Some(other) => {
                 return Err(ApiError::invalid_param(
                     "cancellation_reason",
@@ -356,6 +424,7 @@ impl Payments {
                 ))
             }
         };
+        let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
         self.intents
             .update(&id, |slot| {
                 use IntentStatus::*;
@@ -381,25 +450,24 @@ impl Payments {
                 pi.amount_capturable = 0;
                 pi.canceled_at = Some(now_unix());
                 pi.cancellation_reason = reason;
-                let out = pi.to_json();
                 *slot = Arc::new(pi);
-                Ok(out)
+                Ok(Reply::Intent(slot.clone()))
             })
-            .unwrap_or_else(|| Err(ApiError::unknown_object("payment_intent", id.as_str(), "intent")))
+            .unwrap_or_else(|| Err(unknown()))
     }
 
-    pub fn retrieve_intent(&self, id: &str) -> Result<Value, ApiError> {
-        self.intents
-            .get(&PaymentIntentId::from_client(id))
-            .map(|pi| pi.to_json())
+    pub fn retrieve_intent(&self, id: &str) -> Result<Reply, ApiError> {
+        PaymentIntentId::parse(id)
+            .and_then(|i| self.intents.get(&i))
+            .map(Reply::Intent)
             .ok_or_else(|| ApiError::unknown_object("payment_intent", id, "intent"))
     }
 
-    pub fn list_intents(&self, p: &Params) -> Result<Value, ApiError> {
-        let req = self.list_request(p, |id| self.intents.seq_of(&PaymentIntentId::from_client(id)))?;
+    pub fn list_intents(&self, p: &Params) -> Result<Reply, ApiError> {
+        let req = self.list_request(p, |id| PaymentIntentId::parse(id).and_then(|i| self.intents.seq_of(&i)))?;
         let customer = p.opt_str("customer")?;
         let page = self.intents.page(req.cursor, req.limit, |pi| {
-            customer.is_none_or(|c| pi.customer.as_deref() == Some(c))
+            customer.is_none_or(|c| pi.customer() == Some(c))
         });
         Ok(list_json(
             "/v1/payment_intents",
@@ -408,7 +476,7 @@ impl Payments {
         ))
     }
 
-    pub fn search_intents(&self, p: &Params) -> Result<Value, ApiError> {
+    pub fn search_intents(&self, p: &Params) -> Result<Reply, ApiError> {
         let (query, limit, cursor) = search_request(p)?;
         let page = self.intents.page(cursor, limit, |pi| query.matches(&**pi));
         Ok(search_json(
@@ -421,7 +489,7 @@ impl Payments {
 
     // ---- charges ----
 
-    pub fn create_charge(&self, p: &Params, attempt: &Attempt) -> Result<Value, ApiError> {
+    pub fn create_charge(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let currency = Currency::parse(p.req_str("currency")?)?;
         let amount = check_amount(
             "amount",
@@ -431,11 +499,11 @@ impl Payments {
         let card = source(p)?;
         let capture = p.opt_bool("capture")?.unwrap_or(true);
         let metadata = metadata(p)?;
-        let correlation_id = self.correlate.of(p);
+        let correlation_id = self.correlation_id(p, attempt);
         let decline = attempt.decline.clone().or_else(|| card.decline.clone());
         let charge = Charge::new(NewCharge {
             amount,
-            currency: currency.code(),
+            currency,
             card,
             decline: decline.clone(),
             capture,
@@ -445,10 +513,10 @@ impl Payments {
             metadata: &metadata,
             correlation_id: correlation_id.clone(),
         });
-        let mut entry = self.ledger.entry(correlation_id.as_ref(), charge.id.as_str());
+        let mut entry = self.ledger.entry(correlation_id.as_ref(), &charge.id.as_str());
         if let Some(d) = decline {
             let err = card_error(&d).with_extra("charge", json!(charge.id));
-            self.charges.insert(charge.id.clone(), Arc::new(charge));
+            self.charges.insert(Arc::new(charge));
             return Err(err);
         }
         if capture && self.policy == DuplicatePolicy::Reject && entry.captured_charges() > 0 {
@@ -458,17 +526,15 @@ impl Payments {
         if capture {
             entry.append(MovementKind::Charge, movement_for(&charge, attempt));
         }
-        let out = charge.to_json();
-        self.charges.insert(charge.id.clone(), Arc::new(charge));
-        Ok(out)
+        let charge = Arc::new(charge);
+        self.charges.insert(charge.clone());
+        Ok(Reply::Charge(charge))
     }
 
-    pub fn capture_charge(&self, id: &str, p: &Params, attempt: &Attempt) -> Result<Value, ApiError> {
-        let id = ChargeId::from_client(id);
-        let current = self
-            .charges
-            .get(&id)
-            .ok_or_else(|| ApiError::unknown_object("charge", id.as_str(), "charge"))?;
+    pub fn capture_charge(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let unknown = || ApiError::unknown_object("charge", raw_id, "charge");
+        let id = ChargeId::parse(raw_id).ok_or_else(unknown)?;
+        let current = self.charges.get(&id).ok_or_else(unknown)?;
         if current.payment_intent.is_some() {
             return Err(ApiError::invalid_request(
                 "This charge belongs to a PaymentIntent: capture the PaymentIntent instead.",
@@ -476,13 +542,13 @@ impl Payments {
             ));
         }
         let amount = p.opt_u64("amount")?.unwrap_or(current.amount);
-        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), id.as_str());
+        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), &id.as_str());
         if self.policy == DuplicatePolicy::Reject && entry.captured_charges() > 0 {
             self.ledger.note_blocked_duplicate();
             return Err(duplicate_decline());
         }
         self.capture_charge_locked(&id, amount, &mut entry, attempt)
-            .map(|c| c.to_json())
+            .map(Reply::Charge)
     }
 
     /// Captures an authorised charge; the caller holds its ledger entry.
@@ -521,26 +587,26 @@ impl Payments {
                 let mut c = (**slot).clone();
                 c.captured = true;
                 c.amount_captured = amount;
-                c.balance_transaction = Some(format!("txn_{}", &ChargeId::generate().as_str()[3..]));
+                c.balance_transaction = Some(Token::random());
                 entry.append(MovementKind::Charge, movement_for(&c, attempt));
                 *slot = Arc::new(c);
                 Ok(slot.clone())
             })
-            .unwrap_or_else(|| Err(ApiError::unknown_object("charge", id.as_str(), "charge")))
+            .unwrap_or_else(|| Err(ApiError::unknown_object("charge", &id.as_str(), "charge")))
     }
 
-    pub fn retrieve_charge(&self, id: &str) -> Result<Value, ApiError> {
-        self.charges
-            .get(&ChargeId::from_client(id))
-            .map(|c| c.to_json())
+    pub fn retrieve_charge(&self, id: &str) -> Result<Reply, ApiError> {
+        ChargeId::parse(id)
+            .and_then(|i| self.charges.get(&i))
+            .map(Reply::Charge)
             .ok_or_else(|| ApiError::unknown_object("charge", id, "charge"))
     }
 
-    pub fn list_charges(&self, p: &Params) -> Result<Value, ApiError> {
-        let req = self.list_request(p, |id| self.charges.seq_of(&ChargeId::from_client(id)))?;
+    pub fn list_charges(&self, p: &Params) -> Result<Reply, ApiError> {
+        let req = self.list_request(p, |id| ChargeId::parse(id).and_then(|i| self.charges.seq_of(&i)))?;
         let pi = p.opt_str("payment_intent")?;
         let page = self.charges.page(req.cursor, req.limit, |c| {
-            pi.is_none_or(|pi| c.payment_intent.as_ref().is_some_and(|x| x.as_str() == pi))
+            pi.is_none_or(|pi| c.payment_intent.as_ref().is_some_and(|x| *x.as_str() == *pi))
         });
         Ok(list_json(
             "/v1/charges",
@@ -549,7 +615,7 @@ impl Payments {
         ))
     }
 
-    pub fn search_charges(&self, p: &Params) -> Result<Value, ApiError> {
+    pub fn search_charges(&self, p: &Params) -> Result<Reply, ApiError> {
         let (query, limit, cursor) = search_request(p)?;
         let page = self.charges.page(cursor, limit, |c| query.matches(&**c));
         Ok(search_json(
@@ -562,7 +628,7 @@ impl Payments {
 
     // ---- refunds ----
 
-    pub fn create_refund(&self, p: &Params, attempt: &Attempt) -> Result<Value, ApiError> {
+    pub fn create_refund(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let charge_id = match (p.opt_str("charge")?, p.opt_str("payment_intent")?) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid_request(
@@ -570,14 +636,13 @@ impl Payments {
                     Some("payment_intent".into()),
                 ))
             }
-            (Some(c), None) => ChargeId::from_client(c),
+            (Some(c), None) => ChargeId::parse(c).ok_or_else(|| ApiError::unknown_reference("charge", c, "charge"))?,
             (None, Some(pi)) => {
-                let intent = self
-                    .intents
-                    .get(&PaymentIntentId::from_client(pi))
+                let intent = PaymentIntentId::parse(pi)
+                    .and_then(|i| self.intents.get(&i))
                     .ok_or_else(|| ApiError::unknown_reference("payment_intent", pi, "payment_intent"))?;
                 match (&intent.latest_charge, intent.status) {
-                    (Some(c), IntentStatus::Succeeded) => c.clone(),
+                    (Some(c), IntentStatus::Succeeded) => *c,
                     _ => {
                         return Err(ApiError::invalid_request(
                             format!("This PaymentIntent ({pi}) does not have a successful charge to refund."),
@@ -591,7 +656,9 @@ impl Payments {
         let requested = p.opt_u64("amount")?;
         let reason = match p.opt_str("reason")? {
             None => None,
-            Some(r @ ("duplicate" | "fraudulent" | "requested_by_customer")) => Some(r.to_string()),
+            Some("duplicate") => Some("duplicate"),
+            Some("fraudulent") => Some("fraudulent"),
+            Some("requested_by_customer") => Some("requested_by_customer"),
             Some(other) => {
                 return Err(ApiError::invalid_param(
                     "reason",
@@ -603,28 +670,28 @@ impl Payments {
         let current = self
             .charges
             .get(&charge_id)
-            .ok_or_else(|| ApiError::unknown_reference("charge", charge_id.as_str(), "charge"))?;
+            .ok_or_else(|| ApiError::unknown_reference("charge", &charge_id.as_str(), "charge"))?;
         if !current.captured {
             return Err(ApiError::invalid_request(
                 format!("Charge {charge_id} has not been captured: there is nothing to refund."),
                 Some("charge".into()),
             ));
         }
-        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), charge_id.as_str());
+        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), &charge_id.as_str());
         self.charges
             .update(&charge_id, |slot| {
                 let left = slot.refundable();
                 let amount = requested.unwrap_or(left);
                 if amount == 0 || amount > left {
                     entry.append_over_refund(OverRefund {
-                        charge: slot.id.clone(),
-                        payment_intent: slot.payment_intent.clone(),
+                        charge: slot.id,
+                        payment_intent: slot.payment_intent,
                         correlation_id: slot.correlation_id.clone(),
                         captured: slot.amount_captured,
                         already_refunded: slot.amount_refunded,
                         requested: amount,
                         idempotency_key: attempt.idempotency_key.clone(),
-                        request_id: attempt.request_id.clone(),
+                        request_id: attempt.request_id,
                         created_ms: super::ledger::now_ms(),
                     });
                     let err = if left == 0 {
@@ -643,19 +710,14 @@ impl Payments {
                 }
                 let refund = Refund {
                     id: RefundId::generate(),
-                    object: "refund",
                     amount,
-                    balance_transaction: Some(format!("txn_{}", &RefundId::generate().as_str()[3..])),
-                    charge: slot.id.clone(),
+                    balance_transaction: Token::random(),
+                    charge: slot.id,
                     created: now_unix(),
                     currency: slot.currency,
                     metadata: meta,
-                    payment_intent: slot.payment_intent.clone(),
+                    payment_intent: slot.payment_intent,
                     reason,
-                    receipt_number: None,
-                    source_transfer_reversal: None,
-                    status: "succeeded",
-                    transfer_reversal: None,
                 };
                 let mut c = (**slot).clone();
                 c.amount_refunded += amount;
@@ -664,35 +726,35 @@ impl Payments {
                 entry.append(
                     MovementKind::Refund,
                     Movement {
-                        id: MovementId::Refund(refund.id.clone()),
+                        id: MovementId::Refund(refund.id),
                         amount,
                         currency: refund.currency,
-                        payment_intent: refund.payment_intent.clone(),
-                        charge: Some(refund.charge.clone()),
+                        payment_intent: refund.payment_intent,
+                        charge: Some(refund.charge),
                         attempt: attempt.clone(),
                     },
                 );
-                let out = refund.to_json();
-                self.refunds.insert(refund.id.clone(), Arc::new(refund));
-                Ok(out)
+                let refund = Arc::new(refund);
+                self.refunds.insert(refund.clone());
+                Ok(Reply::Refund(refund))
             })
-            .unwrap_or_else(|| Err(ApiError::unknown_object("charge", charge_id.as_str(), "charge")))
+            .unwrap_or_else(|| Err(ApiError::unknown_object("charge", &charge_id.as_str(), "charge")))
     }
 
-    pub fn retrieve_refund(&self, id: &str) -> Result<Value, ApiError> {
-        self.refunds
-            .get(&RefundId::from_client(id))
-            .map(|r| r.to_json())
+    pub fn retrieve_refund(&self, id: &str) -> Result<Reply, ApiError> {
+        RefundId::parse(id)
+            .and_then(|i| self.refunds.get(&i))
+            .map(Reply::Refund)
             .ok_or_else(|| ApiError::unknown_object("refund", id, "refund"))
     }
 
-    pub fn list_refunds(&self, p: &Params) -> Result<Value, ApiError> {
-        let req = self.list_request(p, |id| self.refunds.seq_of(&RefundId::from_client(id)))?;
+    pub fn list_refunds(&self, p: &Params) -> Result<Reply, ApiError> {
+        let req = self.list_request(p, |id| RefundId::parse(id).and_then(|i| self.refunds.seq_of(&i)))?;
         let charge = p.opt_str("charge")?;
         let pi = p.opt_str("payment_intent")?;
         let page = self.refunds.page(req.cursor, req.limit, |r| {
-            charge.is_none_or(|c| r.charge.as_str() == c)
-                && pi.is_none_or(|pi| r.payment_intent.as_ref().is_some_and(|x| x.as_str() == pi))
+            charge.is_none_or(|c| *r.charge.as_str() == *c)
+                && pi.is_none_or(|pi| r.payment_intent.as_ref().is_some_and(|x| *x.as_str() == *pi))
         });
         Ok(list_json(
             "/v1/refunds",
@@ -750,25 +812,29 @@ fn search_request(p: &Params) -> Result<(Query, usize, Cursor), ApiError> {
     Ok((query, limit, cursor))
 }
 
-fn list_json(url: &str, data: Vec<Value>, has_more: bool) -> Value {
-    json!({"object": "list", "data": data, "has_more": has_more, "url": url})
+fn list_json(url: &str, data: Vec<Value>, has_more: bool) -> Reply {
+    Reply::Json(Box::new(
+        json!({"object": "list", "data": data, "has_more": has_more, "url": url}),
+    ))
 }
 
-fn search_json(url: &str, data: Vec<Value>, has_more: bool, last_seq: Option<u64>) -> Value {
+fn search_json(url: &str, data: Vec<Value>, has_more: bool, last_seq: Option<u64>) -> Reply {
     let next_page = if has_more {
         last_seq.map(|s| format!("page_{s}"))
     } else {
         None
     };
-    json!({"object": "search_result", "data": data, "has_more": has_more, "next_page": next_page, "url": url})
+    Reply::Json(Box::new(
+        json!({"object": "search_result", "data": data, "has_more": has_more, "next_page": next_page, "url": url}),
+    ))
 }
 
 fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
     Movement {
-        id: MovementId::Charge(charge.id.clone()),
+        id: MovementId::Charge(charge.id),
         amount: charge.amount_captured,
         currency: charge.currency,
-        payment_intent: charge.payment_intent.clone(),
+        payment_intent: charge.payment_intent,
         charge: None,
         attempt: attempt.clone(),
     }
@@ -838,48 +904,49 @@ fn metadata(p: &Params) -> Result<Metadata, ApiError> {
     let Some(map) = p.opt_object("metadata")? else {
         return Ok(Metadata::new());
     };
+    let mut out: Vec<(&str, Cow<'_, str>)> = Vec::with_capacity(map.len());
     if map.len() > MAX_METADATA_KEYS {
         return Err(ApiError::invalid_param(
             "metadata",
             format!("Metadata can have at most {MAX_METADATA_KEYS} keys."),
         ));
     }
-    let mut out = Metadata::new();
+    // The params map is sorted by key, so the metadata is too.
     for (k, v) in map {
-        let param = format!("metadata[{k}]");
+        let param = || format!("metadata[{k}]");
         if k.chars().count() > MAX_METADATA_KEY_LEN {
             return Err(ApiError::invalid_param(
-                &param,
+                &param(),
                 format!("Metadata keys can be at most {MAX_METADATA_KEY_LEN} characters."),
             ));
         }
-        let v = match v {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
+        let v: Cow<'_, str> = match v {
+            Value::String(s) => Cow::Borrowed(s),
+            Value::Number(n) => Cow::Owned(n.to_string()),
+            Value::Bool(b) => Cow::Owned(b.to_string()),
             Value::Null => continue,
-            _ => return Err(ApiError::invalid_param(&param, "Metadata values must be strings.")),
+            _ => return Err(ApiError::invalid_param(&param(), "Metadata values must be strings.")),
         };
         if v.chars().count() > MAX_METADATA_VALUE_LEN {
             return Err(ApiError::invalid_param(
-                &param,
+                &param(),
                 format!("Metadata values can be at most {MAX_METADATA_VALUE_LEN} characters."),
             ));
         }
         if !v.is_empty() {
-            out.insert(k.clone(), v);
+            out.push((k, v));
         }
     }
-    Ok(out)
+    Ok(Metadata::from_sorted(&out))
 }
 
-fn text(p: &Params, name: &str) -> Result<Option<String>, ApiError> {
+fn text(p: &Params, name: &str) -> Result<Option<Box<str>>, ApiError> {
     match p.opt_str(name)? {
         Some(s) if s.chars().count() > MAX_TEXT_LEN => Err(ApiError::invalid_param(
             name,
             format!("{name} can be at most {MAX_TEXT_LEN} characters."),
         )),
-        other => Ok(other.map(str::to_string)),
+        other => Ok(other.map(Box::from)),
     }
 }
 
@@ -887,16 +954,16 @@ impl Searchable for PaymentIntent {
     fn field(&self, name: &str) -> Option<String> {
         match name {
             "status" => Some(self.status.as_str().into()),
-            "currency" => Some(self.currency.into()),
+            "currency" => Some(self.currency.code().into()),
             "amount" => Some(self.amount.to_string()),
             "created" => Some(self.created.to_string()),
-            "customer" => self.customer.clone(),
-            "description" => self.description.clone(),
+            "customer" => self.customer().map(str::to_string),
+            "description" => self.description().map(str::to_string),
             _ => None,
         }
     }
     fn metadata(&self, key: &str) -> Option<&str> {
-        self.metadata.get(key).map(String::as_str)
+        self.metadata.get(key)
     }
 }
 
@@ -911,18 +978,17 @@ impl Searchable for Charge {
                 }
                 .into(),
             ),
-            "currency" => Some(self.currency.into()),
+            "currency" => Some(self.currency.code().into()),
             "amount" => Some(self.amount.to_string()),
             "created" => Some(self.created.to_string()),
             "captured" => Some(self.captured.to_string()),
             "refunded" => Some(self.refunded.to_string()),
             "payment_intent" => self.payment_intent.as_ref().map(|p| p.to_string()),
-            "customer" => self.customer.clone(),
             _ => None,
         }
     }
     fn metadata(&self, key: &str) -> Option<&str> {
-        self.metadata.get(key).map(String::as_str)
+        self.metadata.get(key)
     }
 }
 
@@ -951,10 +1017,11 @@ mod tests {
                 &form("amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o1"),
                 &attempt("k1"),
             )
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(pi["status"], "succeeded");
         assert_eq!(pi["amount_received"], 2000);
-        let ch = p.retrieve_charge(pi["latest_charge"].as_str().unwrap()).unwrap();
+        let ch = p.retrieve_charge(pi["latest_charge"].as_str().unwrap()).unwrap().json();
         assert_eq!(ch["captured"], true);
         assert_eq!(ch["payment_method_details"]["card"]["last4"], "4242");
         let recs = p.ledger.records(&Default::default());
@@ -992,13 +1059,15 @@ mod tests {
                 &form("amount=5000&currency=eur&capture_method=manual&confirm=true&payment_method=pm_card_mastercard"),
                 &attempt("a"),
             )
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(pi["status"], "requires_capture");
         assert!(p.ledger.records(&Default::default()).is_empty());
         let id = pi["id"].as_str().unwrap();
         let done = p
             .capture_intent(id, &form("amount_to_capture=4000"), &attempt("b"))
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(done["status"], "succeeded");
         assert_eq!(done["amount_received"], 4000);
         assert_eq!(p.ledger.records(&Default::default())[0].amount, 4000);
@@ -1029,11 +1098,13 @@ mod tests {
                 &form("amount=1000&currency=usd&confirm=true&payment_method=tok_visa&metadata[order_id]=r1"),
                 &attempt("k"),
             )
-            .unwrap();
+            .unwrap()
+            .json();
         let pid = pi["id"].as_str().unwrap();
         let r = p
             .create_refund(&form(&format!("payment_intent={pid}&amount=400")), &attempt("r1"))
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(r["amount"], 400);
         let err = p
             .create_refund(&form(&format!("payment_intent={pid}&amount=700")), &attempt("r2"))
@@ -1044,14 +1115,15 @@ mod tests {
                 &form(&format!("charge={}", pi["latest_charge"].as_str().unwrap())),
                 &attempt("r3"),
             )
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(rest["amount"], 600);
         let s = p.ledger.summary();
         assert_eq!(s["refunds"], 2);
         assert_eq!(s["refunded"]["usd"], 1000);
         assert_eq!(s["over_refunds"].as_array().unwrap().len(), 1);
         assert_eq!(
-            p.retrieve_charge(pi["latest_charge"].as_str().unwrap()).unwrap()["refunded"],
+            p.retrieve_charge(pi["latest_charge"].as_str().unwrap()).unwrap().json()["refunded"],
             true
         );
     }
@@ -1061,7 +1133,8 @@ mod tests {
         let p = payments(DuplicatePolicy::Allow);
         let pi = p
             .create_intent(&form("amount=1000&currency=usd"), &attempt("k"))
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(pi["status"], "requires_payment_method");
         let id = pi["id"].as_str().unwrap();
         assert!(p.confirm_intent(id, &form(""), &attempt("c0")).is_err());
@@ -1071,7 +1144,8 @@ mod tests {
         assert_eq!(declined.decline_code.as_deref(), Some("generic_decline"));
         let ok = p
             .confirm_intent(id, &form("payment_method=pm_card_visa"), &attempt("c2"))
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(ok["status"], "succeeded");
         assert_eq!(ok["last_payment_error"], Value::Null);
         assert!(p
@@ -1080,10 +1154,12 @@ mod tests {
         assert!(p.cancel_intent(id, &form("")).is_err());
         let other = p
             .create_intent(&form("amount=1000&currency=usd"), &attempt("k"))
-            .unwrap();
+            .unwrap()
+            .json();
         let canceled = p
             .cancel_intent(other["id"].as_str().unwrap(), &form("cancellation_reason=abandoned"))
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(canceled["status"], "canceled");
     }
 
@@ -1097,15 +1173,19 @@ mod tests {
             )
             .unwrap();
         }
-        let found = p.search_intents(&form("query=metadata['order_id']:'o3'")).unwrap();
+        let found = p
+            .search_intents(&form("query=metadata['order_id']:'o3'"))
+            .unwrap()
+            .json();
         assert_eq!(found["data"].as_array().unwrap().len(), 1);
         assert_eq!(found["data"][0]["metadata"]["order_id"], "o3");
-        let first = p.list_intents(&form("limit=10")).unwrap();
+        let first = p.list_intents(&form("limit=10")).unwrap().json();
         assert_eq!(first["has_more"], true);
         let last_id = first["data"][9]["id"].as_str().unwrap();
         let second = p
             .list_intents(&form(&format!("limit=10&starting_after={last_id}")))
-            .unwrap();
+            .unwrap()
+            .json();
         assert_eq!(second["data"].as_array().unwrap().len(), 5);
         assert_eq!(second["has_more"], false);
         assert!(p.list_intents(&form("limit=101")).is_err());

@@ -8,10 +8,11 @@
 //! without writing anything. On shutdown, listening stops, idle connections close, and
 //! in-flight requests finish before [`serve_connections`] returns.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::Router;
+use axum::response::Response;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
@@ -55,11 +56,15 @@ impl ConnControl {
 
 /// Serves `app` on `listener` until `shutdown` resolves, then waits for in-flight
 /// requests to finish.
-pub async fn serve_connections(
+pub async fn serve_connections<S>(
     listener: TcpListener,
-    app: Router,
+    app: S,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    S: Service<hyper::Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let (stop_tx, stop_rx) = watch::channel(false);
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     tokio::pin!(shutdown);
@@ -86,7 +91,11 @@ pub async fn serve_connections(
     Ok(())
 }
 
-async fn connection(stream: TcpStream, app: Router, mut stop: watch::Receiver<bool>, _done: mpsc::Sender<()>) {
+async fn connection<S>(stream: TcpStream, app: S, mut stop: watch::Receiver<bool>, _done: mpsc::Sender<()>)
+where
+    S: Service<hyper::Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let _ = stream.set_nodelay(true);
     #[cfg(unix)]
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);

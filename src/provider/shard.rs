@@ -11,10 +11,17 @@ use parking_lot::{Mutex, MutexGuard};
 /// Number of shards per table; a power of two well above the core count.
 pub const SHARDS: usize = 64;
 
+/// A fast seeded hasher (foldhash), for the shards and the maps inside them: keys are
+/// client-chosen strings and ids, hashed several times per request.
+pub type Hasher = foldhash::fast::RandomState;
+
+/// A `HashMap` with the fast hasher.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, Hasher>;
+
 /// `SHARDS` values of `T`, each behind its own lock.
 pub struct Sharded<T> {
     parts: Box<[Mutex<T>]>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: Hasher,
 }
 
 impl<T: Default> Default for Sharded<T> {

@@ -1,27 +1,49 @@
 //! A sharded table of Stripe objects with Stripe's list pagination.
 //!
-//! Objects are kept by id in [`Sharded`] hash maps; each also gets a creation sequence
-//! number so lists come back newest first and `starting_after` / `ending_before`
-//! cursors work across shards: every shard yields its best `limit + 1` candidates and
-//! those are merged, so a page costs `O(shards × limit)` whatever the table's size.
+//! Each shard keeps its objects in creation order (`rows`: a sequence number and the
+//! object) and an index from id to row that stores only the row's position (4 bytes;
+//! the id is read from the object itself, [`Keyed`]), so a million stored objects cost
+//! little beyond the objects. Sequence numbers are drawn under the shard's lock, so each
+//! shard's rows are sorted by them: lists come back newest first and `starting_after` /
+//! `ending_before` cursors work across shards, every shard yielding its best
+//! `limit + 1` candidates to a merge, so a page costs `O(shards × limit)` whatever the
+//! table's size.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::shard::Sharded;
+use hashbrown::HashTable;
 
-struct Shard<K, V> {
-    by_id: HashMap<K, (u64, V)>,
-    order: BTreeMap<u64, K>,
+use super::shard::{Hasher, Sharded};
+
+/// A value that knows its own key (an object knows its id).
+pub trait Keyed {
+    type Key: Hash + Eq + Copy;
+    fn key(&self) -> Self::Key;
 }
 
-impl<K, V> Default for Shard<K, V> {
+struct Shard<V> {
+    /// Positions in `rows`, hashed by their row's key.
+    index: HashTable<u32>,
+    /// `(sequence number, object)`, in creation order.
+    rows: Vec<(u64, V)>,
+}
+
+impl<V> Default for Shard<V> {
     fn default() -> Self {
         Self {
-            by_id: HashMap::new(),
-            order: BTreeMap::new(),
+            index: HashTable::new(),
+            rows: Vec::new(),
         }
+    }
+}
+
+impl<V: Keyed> Shard<V> {
+    fn position(&self, hash: u64, key: &V::Key) -> Option<usize> {
+        let rows = &self.rows;
+        self.index
+            .find(hash, |&i| rows[i as usize].1.key() == *key)
+            .map(|&i| i as usize)
     }
 }
 
@@ -45,44 +67,67 @@ pub struct Page<V> {
     pub last_seq: Option<u64>,
 }
 
-/// A sharded, ordered table from ids to objects.
-pub struct Table<K, V> {
-    shards: Sharded<Shard<K, V>>,
+/// A sharded, ordered table of objects by id.
+pub struct Table<V> {
+    shards: Sharded<Shard<V>>,
+    hasher: Hasher,
     next_seq: AtomicU64,
 }
 
-impl<K, V> Default for Table<K, V> {
+impl<V> Default for Table<V> {
     fn default() -> Self {
         Self {
             shards: Sharded::default(),
+            hasher: Hasher::default(),
             next_seq: AtomicU64::new(1),
         }
     }
 }
 
-impl<K: Hash + Eq + Clone, V: Clone> Table<K, V> {
-    pub fn insert(&self, id: K, value: V) {
+impl<V: Keyed + Clone> Table<V> {
+    fn hash(&self, key: &V::Key) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Stores `value` under its key (replacing an object with the same key in place).
+    pub fn insert(&self, value: V) {
+        let key = value.key();
+        let hash = self.hash(&key);
+        let mut shard = self.shards.lock(&key);
+        if let Some(i) = shard.position(hash, &key) {
+            shard.rows[i].1 = value;
+            return;
+        }
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let mut shard = self.shards.lock(&id);
-        shard.order.insert(seq, id.clone());
-        shard.by_id.insert(id, (seq, value));
+        let position = shard.rows.len() as u32;
+        shard.rows.push((seq, value));
+        let Shard { index, rows } = &mut *shard;
+        index.insert_unique(hash, position, |&i| self.hasher.hash_one(rows[i as usize].1.key()));
     }
 
-    pub fn get(&self, id: &K) -> Option<V> {
-        self.shards.lock(id).by_id.get(id).map(|(_, v)| v.clone())
+    pub fn get(&self, key: &V::Key) -> Option<V> {
+        let hash = self.hash(key);
+        let shard = self.shards.lock(key);
+        shard.position(hash, key).map(|i| shard.rows[i].1.clone())
     }
 
-    pub fn seq_of(&self, id: &K) -> Option<u64> {
-        self.shards.lock(id).by_id.get(id).map(|(s, _)| *s)
+    pub fn seq_of(&self, key: &V::Key) -> Option<u64> {
+        let hash = self.hash(key);
+        let shard = self.shards.lock(key);
+        shard.position(hash, key).map(|i| shard.rows[i].0)
     }
 
     /// Runs `f` on the object under its shard's lock: a conditional update is atomic.
-    pub fn update<R>(&self, id: &K, f: impl FnOnce(&mut V) -> R) -> Option<R> {
-        self.shards.lock(id).by_id.get_mut(id).map(|(_, v)| f(v))
+    /// `f` must not change the object's key.
+    pub fn update<R>(&self, key: &V::Key, f: impl FnOnce(&mut V) -> R) -> Option<R> {
+        let hash = self.hash(key);
+        let mut shard = self.shards.lock(key);
+        let i = shard.position(hash, key)?;
+        Some(f(&mut shard.rows[i].1))
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().by_id.len()).sum()
+        self.shards.iter().map(|s| s.lock().rows.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -91,9 +136,7 @@ impl<K: Hash + Eq + Clone, V: Clone> Table<K, V> {
 
     pub fn clear(&self) {
         for s in self.shards.iter() {
-            let mut s = s.lock();
-            s.by_id.clear();
-            s.order.clear();
+            *s.lock() = Shard::default();
         }
     }
 
@@ -102,33 +145,18 @@ impl<K: Hash + Eq + Clone, V: Clone> Table<K, V> {
         let mut found: Vec<(u64, V)> = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
-            let matching = |seq: &u64| {
-                let id = &shard.order[seq];
-                shard
-                    .by_id
-                    .get(id)
-                    .filter(|(_, v)| keep(v))
-                    .map(|(_, v)| (*seq, v.clone()))
-            };
+            let rows = &shard.rows;
+            let matching = |(seq, v): &(u64, V)| keep(v).then(|| (*seq, v.clone()));
             match cursor {
-                Cursor::Start => found.extend(shard.order.keys().rev().filter_map(matching).take(limit + 1)),
-                Cursor::StartingAfter(s) => found.extend(
-                    shard
-                        .order
-                        .range(..s)
-                        .rev()
-                        .map(|(k, _)| k)
-                        .filter_map(matching)
-                        .take(limit + 1),
-                ),
-                Cursor::EndingBefore(s) => found.extend(
-                    shard
-                        .order
-                        .range(s + 1..)
-                        .map(|(k, _)| k)
-                        .filter_map(matching)
-                        .take(limit + 1),
-                ),
+                Cursor::Start => found.extend(rows.iter().rev().filter_map(matching).take(limit + 1)),
+                Cursor::StartingAfter(s) => {
+                    let end = rows.partition_point(|(seq, _)| *seq < s);
+                    found.extend(rows[..end].iter().rev().filter_map(matching).take(limit + 1));
+                }
+                Cursor::EndingBefore(s) => {
+                    let start = rows.partition_point(|(seq, _)| *seq <= s);
+                    found.extend(rows[start..].iter().filter_map(matching).take(limit + 1));
+                }
             }
         }
         let has_more = found.len() > limit;
@@ -156,47 +184,76 @@ impl<K: Hash + Eq + Clone, V: Clone> Table<K, V> {
 mod tests {
     use super::*;
 
-    fn table(n: u32) -> Table<u32, u32> {
+    /// A test object: its key and a value.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Obj(u32, u32);
+
+    impl Keyed for Obj {
+        type Key = u32;
+        fn key(&self) -> u32 {
+            self.0
+        }
+    }
+
+    fn table(n: u32) -> Table<Obj> {
         let t = Table::default();
         for i in 1..=n {
-            t.insert(i, i * 10);
+            t.insert(Obj(i, i * 10));
         }
         t
+    }
+
+    fn values(p: &Page<Obj>) -> Vec<u32> {
+        p.items.iter().map(|o| o.1).collect()
     }
 
     #[test]
     fn pages_are_newest_first_and_cursors_walk_both_ways() {
         let t = table(25);
         let p = t.page(Cursor::Start, 10, |_| true);
-        assert_eq!(p.items, (16..=25).rev().map(|i| i * 10).collect::<Vec<_>>());
+        assert_eq!(values(&p), (16..=25).rev().map(|i| i * 10).collect::<Vec<_>>());
         assert!(p.has_more);
         let after = t.seq_of(&16).unwrap();
         let p2 = t.page(Cursor::StartingAfter(after), 10, |_| true);
-        assert_eq!(p2.items.first(), Some(&150));
+        assert_eq!(values(&p2).first(), Some(&150));
         assert_eq!(p2.items.len(), 10);
         let p3 = t.page(Cursor::StartingAfter(t.seq_of(&6).unwrap()), 10, |_| true);
-        assert_eq!(p3.items, (1..=5).rev().map(|i| i * 10).collect::<Vec<_>>());
+        assert_eq!(values(&p3), (1..=5).rev().map(|i| i * 10).collect::<Vec<_>>());
         assert!(!p3.has_more);
         let back = t.page(Cursor::EndingBefore(t.seq_of(&15).unwrap()), 3, |_| true);
-        assert_eq!(back.items, vec![180, 170, 160]);
+        assert_eq!(values(&back), vec![180, 170, 160]);
         assert!(back.has_more);
     }
 
     #[test]
     fn filters_and_updates() {
         let t = table(30);
-        let p = t.page(Cursor::Start, 100, |v| v % 20 == 0);
+        let p = t.page(Cursor::Start, 100, |o| o.1 % 20 == 0);
         assert_eq!(p.items.len(), 15);
         assert_eq!(
-            t.update(&3, |v| {
-                *v += 1;
-                *v
+            t.update(&3, |o| {
+                o.1 += 1;
+                o.1
             }),
             Some(31)
         );
-        assert_eq!(t.get(&3), Some(31));
+        assert_eq!(t.get(&3), Some(Obj(3, 31)));
         assert_eq!(t.update(&99, |_| ()), None);
+        t.insert(Obj(3, 7));
+        assert_eq!(
+            (t.get(&3), t.len()),
+            (Some(Obj(3, 7)), 30),
+            "same key: replaced in place"
+        );
         t.clear();
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn many_objects_stay_findable() {
+        let t = table(20_000);
+        assert_eq!(t.len(), 20_000);
+        assert!((1..=20_000).all(|i| t.get(&i) == Some(Obj(i, i * 10))));
+        assert_eq!(t.get(&20_001), None);
     }
 }
