@@ -7,6 +7,7 @@
 //! end the payment. Each attempt becomes an [`AttemptRecord`], and the payment ends as
 //! `ok`, `fail` or `info` (indeterminate), in Jepsen's terms.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -98,9 +99,10 @@ pub struct PaymentRecord {
 pub struct Checkout {
     pub order_id: String,
     pub amount: u64,
-    pub currency: String,
-    pub payment_method: String,
-    pub api_key: String,
+    /// Shared by every checkout of a run (no copy per payment).
+    pub currency: Arc<str>,
+    pub payment_method: Arc<str>,
+    pub api_key: Arc<str>,
     pub behaviour: Behaviour,
 }
 
@@ -302,9 +304,7 @@ pub async fn read_answer(template: &Template, resp: reqwest::Response) -> Attemp
     });
     match resp.bytes().await {
         Ok(body) => {
-            let payment_id = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| template.payment_id(&v));
+            let payment_id = template.payment_id_in(&body);
             AttemptResult::Answer {
                 status,
                 payment_id,

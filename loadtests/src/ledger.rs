@@ -6,6 +6,7 @@
 //! never held as a whole. [`fetch_requests`] reads the provider's recent-request log, to
 //! tell each anomaly's story with the faults the provider applied.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use futures_util::StreamExt;
@@ -26,24 +27,34 @@ pub struct LedgerCharge {
     pub fault: Option<String>,
 }
 
+/// A map by order id, with a fast hasher (a run may have millions of orders).
+pub type ByOrder<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// The run's slice of the ledger, by order id.
 #[derive(Debug, Default)]
 pub struct LedgerView {
-    pub charges: HashMap<String, Vec<LedgerCharge>>,
-    pub refunded: HashMap<String, u64>,
+    pub charges: ByOrder<Vec<LedgerCharge>>,
+    pub refunded: ByOrder<u64>,
     pub records: u64,
 }
 
+/// One ledger line, its text borrowed from the line where it needs no unescaping.
 #[derive(Deserialize)]
-struct Line {
+struct Line<'a> {
     schema_version: u64,
-    id: String,
-    kind: String,
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    kind: Cow<'a, str>,
     amount: u64,
-    payment_intent: Option<String>,
-    idempotency_key: Option<String>,
-    correlation_id: Option<String>,
-    fault: Option<String>,
+    #[serde(borrow)]
+    payment_intent: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    idempotency_key: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    correlation_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    fault: Option<Cow<'a, str>>,
 }
 
 impl LedgerView {
@@ -61,15 +72,28 @@ impl LedgerView {
         }
         self.records += 1;
         let Some(order) = l.correlation_id else { return Ok(()) };
-        match l.kind.as_str() {
-            "charge" => self.charges.entry(order).or_default().push(LedgerCharge {
-                id: l.id,
-                amount: l.amount,
-                payment_intent: l.payment_intent,
-                idempotency_key: l.idempotency_key,
-                fault: l.fault,
-            }),
-            "refund" => *self.refunded.entry(order).or_default() += l.amount,
+        match &*l.kind {
+            "charge" => {
+                let charge = LedgerCharge {
+                    id: l.id.into_owned(),
+                    amount: l.amount,
+                    payment_intent: l.payment_intent.map(Cow::into_owned),
+                    idempotency_key: l.idempotency_key.map(Cow::into_owned),
+                    fault: l.fault.map(Cow::into_owned),
+                };
+                match self.charges.get_mut(&*order) {
+                    Some(charges) => charges.push(charge),
+                    None => {
+                        self.charges.insert(order.into_owned(), vec![charge]);
+                    }
+                }
+            }
+            "refund" => match self.refunded.get_mut(&*order) {
+                Some(total) => *total += l.amount,
+                None => {
+                    self.refunded.insert(order.into_owned(), l.amount);
+                }
+            },
             _ => {}
         }
         Ok(())

@@ -163,13 +163,19 @@ pub fn reconcile(
             r.anomalies.inconsistent_replay.add(story);
         }
     }
-    let known: std::collections::HashSet<&str> = payments.iter().map(|p| p.order_id.as_str()).collect();
+    let mut known: std::collections::HashSet<&str, foldhash::fast::RandomState> =
+        std::collections::HashSet::with_capacity_and_hasher(payments.len(), Default::default());
+    known.extend(payments.iter().map(|p| p.order_id.as_str()));
     r.unknown_orders = ledger.charges.keys().filter(|k| !known.contains(k.as_str())).count() as u64;
     r
 }
 
 /// One key answered with two different payment ids.
 fn inconsistent_replay(p: &PaymentRecord) -> bool {
+    // Most payments have one attempt: nothing to compare, nothing to allocate.
+    if p.attempts.len() < 2 {
+        return false;
+    }
     let mut seen: HashMap<&str, &str> = HashMap::new();
     for a in &p.attempts {
         if let (

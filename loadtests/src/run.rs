@@ -93,8 +93,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     attack.map_err(|e| LoadError::Goose(e.to_string()))?;
 
     let state = std::sync::Arc::try_unwrap(state).map_err(|_| LoadError::Goose("load tasks still running".into()))?;
-    state.journal.finish()?;
-    let payments = state.payments.into_inner().unwrap_or_else(|e| e.into_inner());
+    let payments = state.journal.finish()?;
     let prefix = format!("{run_id}-");
     let ledger = fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await?;
     let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::client::{
-    classify, read_answer, run_checkout, AttemptResult, Checkout, FailureKind, PaymentRecord, RetryPolicy, Transport,
+    classify, read_answer, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy, Transport,
 };
 use crate::journal::Journal;
 use crate::latency::Latency;
@@ -28,14 +28,13 @@ pub struct RunState {
     pub mix: Mix,
     pub policy: RetryPolicy,
     pub amount: (u64, u64),
-    pub currency: String,
-    pub payment_method: String,
-    pub api_key: String,
+    pub currency: Arc<str>,
+    pub payment_method: Arc<str>,
+    pub api_key: Arc<str>,
     pub started: Instant,
     pub counters: Arc<Counters>,
     pub journal: Journal,
     next: AtomicU64,
-    pub payments: Mutex<Vec<PaymentRecord>>,
     pub attempt_latency: Mutex<Latency>,
     pub payment_latency: Mutex<Latency>,
 }
@@ -63,14 +62,13 @@ impl RunState {
             mix: s.mix,
             policy: s.policy,
             amount: s.amount,
-            currency: s.currency,
-            payment_method: s.payment_method,
-            api_key: s.api_key,
+            currency: s.currency.into(),
+            payment_method: s.payment_method.into(),
+            api_key: s.api_key.into(),
             started: Instant::now(),
             counters: Arc::new(Counters::default()),
             journal: s.journal,
             next: AtomicU64::new(0),
-            payments: Mutex::new(Vec::new()),
             attempt_latency: Mutex::new(Latency::default()),
             payment_latency: Mutex::new(Latency::default()),
         })
@@ -119,8 +117,8 @@ impl RunState {
             .unwrap_or_else(|e| e.into_inner())
             .record(record.e2e_us);
         self.counters.add(&record);
-        self.journal.record(record.clone());
-        self.payments.lock().unwrap_or_else(|e| e.into_inner()).push(record);
+        // The journal keeps the payment for reconciliation once written.
+        self.journal.record(record);
     }
 
     /// The goose scenario running [`RunState::run_one`] per iteration.
@@ -153,15 +151,15 @@ struct GooseTransport<'a> {
 }
 
 impl GooseTransport<'_> {
-    fn builder(&self, template: &Template, r: &Rendered, timeout: Duration) -> Option<reqwest::RequestBuilder> {
+    fn builder(&self, template: &Template, r: Rendered, timeout: Duration) -> Option<reqwest::RequestBuilder> {
         let mut rb = self
             .user
             .get_request_builder(&goose_method(&template.method), &r.path)
             .ok()?
             .header(reqwest::header::CONTENT_TYPE, r.content_type)
-            .body(r.body.clone())
+            .body(r.body)
             .timeout(timeout);
-        for (name, value) in &r.headers {
+        for (name, value) in r.headers {
             rb = rb.header(name, value);
         }
         Some(rb)
@@ -170,14 +168,15 @@ impl GooseTransport<'_> {
 
 impl Transport for GooseTransport<'_> {
     async fn send(&mut self, template: &Template, r: Rendered, timeout: Duration) -> AttemptResult {
-        let Some(rb) = self.builder(template, &r, timeout) else {
+        let path = r.path.clone();
+        let Some(rb) = self.builder(template, r, timeout) else {
             return AttemptResult::Failed {
                 kind: FailureKind::Other,
             };
         };
         let request = GooseRequest::builder()
             .method(goose_method(&template.method))
-            .path(r.path.as_str())
+            .path(path.as_str())
             .set_request_builder(rb)
             .build();
         match self.user.request(request).await {
@@ -198,7 +197,7 @@ impl Transport for GooseTransport<'_> {
         b: Rendered,
         timeout: Duration,
     ) -> (AttemptResult, AttemptResult) {
-        let Some(second) = self.builder(template, &b, timeout) else {
+        let Some(second) = self.builder(template, b, timeout) else {
             return (
                 self.send(template, a, timeout).await,
                 AttemptResult::Failed {

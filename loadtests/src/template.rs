@@ -329,11 +329,200 @@ impl Template {
             .iter()
             .find_map(|p| body.pointer(p).and_then(|v| v.as_str()).map(str::to_string))
     }
+
+    /// [`Template::payment_id`] of an answer's raw body, without building its JSON
+    /// tree: each pointer is followed while the body is read (the rest is skipped, not
+    /// kept), and only the id found is copied. `None` when the body is not JSON.
+    pub fn payment_id_in(&self, body: &[u8]) -> Option<String> {
+        self.payment_id.iter().find_map(|p| pointer::find_str(body, p))
+    }
+}
+
+/// Following a JSON pointer through a document as it is parsed.
+mod pointer {
+    use std::fmt;
+
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    /// The string `pointer` (RFC 6901, as `serde_json::Value::pointer` reads it) names
+    /// in `json`, if the whole of `json` is a JSON document and that value is a string.
+    pub fn find_str(json: &[u8], pointer: &str) -> Option<String> {
+        let tokens: Vec<String> = if pointer.is_empty() {
+            Vec::new()
+        } else {
+            pointer
+                .strip_prefix('/')?
+                .split('/')
+                .map(|t| t.replace("~1", "/").replace("~0", "~"))
+                .collect()
+        };
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let found = Follow(&tokens).deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        found
+    }
+
+    /// Follows the remaining tokens into the next value.
+    struct Follow<'a>(&'a [String]);
+
+    impl<'de> DeserializeSeed<'de> for Follow<'_> {
+        type Value = Option<String>;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    /// An array index as `serde_json` reads one: no sign, no leading zero.
+    fn index(token: &str) -> Option<usize> {
+        if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+            None
+        } else {
+            token.parse().ok()
+        }
+    }
+
+    impl<'de> Visitor<'de> for Follow<'_> {
+        type Value = Option<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(self.0.is_empty().then(|| v.to_string()))
+        }
+
+        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+            Ok(self.0.is_empty().then_some(v))
+        }
+
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let Some((first, rest)) = self.0.split_first() else {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                return Ok(None);
+            };
+            // The last of duplicate keys wins, as in a parsed `Value`.
+            let mut found = None;
+            while let Some(is_it) = map.next_key_seed(KeyIs(first))? {
+                if is_it {
+                    found = map.next_value_seed(Follow(rest))?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let target = self
+                .0
+                .split_first()
+                .and_then(|(first, rest)| Some((index(first)?, rest)));
+            let mut found = None;
+            let mut i = 0;
+            loop {
+                match target {
+                    Some((t, rest)) if t == i => match seq.next_element_seed(Follow(rest))? {
+                        Some(f) => found = f,
+                        None => break,
+                    },
+                    _ => {
+                        if seq.next_element::<IgnoredAny>()?.is_none() {
+                            break;
+                        }
+                    }
+                }
+                i += 1;
+            }
+            Ok(found)
+        }
+    }
+
+    /// Whether a key equals the token (compared in place, nothing copied).
+    struct KeyIs<'a>(&'a str);
+
+    impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
+        type Value = bool;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for KeyIs<'_> {
+        type Value = bool;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a key")
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+            Ok(v == self.0)
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn payment_ids_are_found_in_raw_bodies_as_in_parsed_ones() {
+        let t = Template::load("stripe").unwrap();
+        let bodies: &[&[u8]] = &[
+            br#"{"id":"pi_1","object":"payment_intent","metadata":{"id":"no"}}"#,
+            br#"{"error":{"type":"card_error","payment_intent":{"id":"pi_2","x":[1,{"id":3}]}}}"#,
+            br#"{"error":{"type":"api_error"}}"#,
+            br#"{"id":5}"#,
+            br#"{"id":"a"b\u00e9"}"#,
+            br#"{"id":"first","id":"second"}"#,
+            br#"{"id":"pi_1"} trailing"#,
+            br#"{"id":"pi_1""#,
+            b"[1,2]",
+            b"",
+            b"  {\"id\" : \"spaced\" }  ",
+        ];
+        for body in bodies {
+            let parsed = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| t.payment_id(&v));
+            assert_eq!(t.payment_id_in(body), parsed, "{}", String::from_utf8_lossy(body));
+        }
+        for (json, p) in [
+            (r#"{"data":[{"id":"x"},{"id":"y"}]}"#, "/data/1/id"),
+            (r#"{"data":[{"id":"x"}]}"#, "/data/01/id"),
+            (r#"{"a/b":{"m~n":"z"}}"#, "/a~1b/m~0n"),
+            (r#""whole""#, ""),
+        ] {
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            assert_eq!(
+                pointer::find_str(json.as_bytes(), p),
+                v.pointer(p).and_then(|v| v.as_str()).map(str::to_string),
+                "{json} {p}"
+            );
+        }
+    }
 
     fn values(key: Option<&str>) -> Values<'_> {
         Values {
