@@ -67,12 +67,6 @@ impl Metrics {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a request as in flight until the guard is dropped (also when cancelled).
-    pub fn in_flight(&self) -> InFlight<'_> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight(&self.in_flight)
-    }
-
     /// The Prometheus text exposition of every metric.
     pub fn render(&self, ledger: &Ledger, faults: &[((&'static str, &'static str), u64)]) -> String {
         let mut out = String::with_capacity(4096);
@@ -170,15 +164,6 @@ impl Metrics {
         );
         let _ = writeln!(out, "fauxpay_request_duration_seconds_count {count}");
         out
-    }
-}
-
-/// Decrements the in-flight gauge when dropped.
-pub struct InFlight<'a>(&'a AtomicU64);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -5,12 +5,19 @@
 //! connection without sending a byte, `reset` closes it with a TCP RST (zero linger),
 //! `hang` holds it. A handler asks for that through the [`ConnControl`] in its request's
 //! extensions; the connection task then drops the HTTP connection (and so the socket)
-//! without writing anything. On shutdown, listening stops, idle connections close, and
-//! in-flight requests finish before [`serve_connections`] returns.
+//! without writing anything. A held connection is handed to a small task of its own
+//! that keeps only the socket (and what the request must keep alive: its idempotency
+//! claim, its in-flight count) until the hold ends, the client goes away or the server
+//! stops: HTTP buffers and the request's state are freed at once, so thousands of held
+//! requests cost little memory and no CPU. On shutdown, listening stops, idle and held
+//! connections close, and in-flight requests finish before [`serve_connections`]
+//! returns.
 
+use std::any::Any;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::response::Response;
 use hyper::body::Incoming;
@@ -30,10 +37,24 @@ pub enum Abort {
     Reset,
 }
 
+/// A request held by a `hang`: what it keeps alive, and for how long.
+pub struct Hold {
+    pub duration: Duration,
+    /// Dropped when the hold ends (an idempotency claim, an in-flight count…).
+    pub keep: Box<dyn Any + Send>,
+}
+
+/// How a handler ends its connection.
+enum Ending {
+    Abort(Abort),
+    Hold(Hold),
+}
+
 /// A per-connection handle through which a handler can end the connection.
 #[derive(Default)]
 pub struct ConnControl {
     abort: Mutex<Option<Abort>>,
+    hold: Mutex<Option<Hold>>,
     notify: Notify,
 }
 
@@ -44,10 +65,21 @@ impl ConnControl {
         self.notify.notify_one();
     }
 
-    async fn aborted(&self) -> Abort {
+    /// Holds the connection without a response byte for `hold.duration` (less if the
+    /// client goes away or the server stops), then closes it. The handler's future is
+    /// dropped: what it must keep alive goes in `hold.keep`.
+    pub fn hold(&self, hold: Hold) {
+        *self.hold.lock() = Some(hold);
+        self.notify.notify_one();
+    }
+
+    async fn ended(&self) -> Ending {
         loop {
+            if let Some(hold) = self.hold.lock().take() {
+                return Ending::Hold(hold);
+            }
             if let Some(how) = *self.abort.lock() {
-                return how;
+                return Ending::Abort(how);
             }
             self.notify.notified().await;
         }
@@ -108,27 +140,66 @@ where
             async move { app.call(req).await }
         })
     };
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
+    let mut conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     let mut stopping = false;
     loop {
         tokio::select! {
-            _ = conn.as_mut() => return,
-            how = control.aborted() => {
-                #[cfg(unix)]
-                if how == Abort::Reset {
-                    // SAFETY: `conn` owns the socket and is alive until this function
-                    // returns, so `fd` is open for the duration of this borrow.
-                    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-                    let _ = socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO));
+            _ = &mut conn => return,
+            ending = control.ended() => match ending {
+                Ending::Abort(how) => {
+                    #[cfg(unix)]
+                    if how == Abort::Reset {
+                        // SAFETY: `conn` owns the socket and is alive until this function
+                        // returns, so `fd` is open for the duration of this borrow.
+                        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                        let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
+                    }
+                    // Returning drops `conn` and closes the socket: FIN, or RST after zero linger.
+                    return;
                 }
-                // Returning drops `conn` and closes the socket: FIN, or RST after zero linger.
-                return;
-            }
+                Ending::Hold(hold) => {
+                    // Keep the socket only; the HTTP state and the handler go now.
+                    let stream = conn.into_parts().io.into_inner();
+                    tokio::spawn(hold_then_close(stream, hold, stop, _done));
+                    return;
+                }
+            },
             _ = stop.changed(), if !stopping => {
                 stopping = true;
-                conn.as_mut().graceful_shutdown();
+                std::pin::Pin::new(&mut conn).graceful_shutdown();
             }
         }
     }
+}
+
+/// Keeps a held connection's socket open, sending nothing, until the hold ends, the
+/// client goes away or the server stops; then closes it (FIN).
+async fn hold_then_close(stream: TcpStream, hold: Hold, mut stop: watch::Receiver<bool>, _done: mpsc::Sender<()>) {
+    let Hold { duration, keep } = hold;
+    let until = tokio::time::sleep(duration);
+    tokio::pin!(until);
+    let mut scratch = [0u8; 256];
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        tokio::select! {
+            _ = &mut until => break,
+            _ = stop.changed() => break,
+            ready = stream.readable() => {
+                if ready.is_err() {
+                    break;
+                }
+                // Whatever else the client sends is ignored; end of stream ends the hold.
+                match stream.try_read(&mut scratch) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+    drop(keep);
+    drop(stream);
 }
