@@ -141,7 +141,7 @@ pub async fn execute(
                     Some(Fault::Error { status, .. }) => Err(injected_error(*status, &plan)),
                     _ => result,
                 };
-                let stored = Arc::new(to_stored(result, &req));
+                let stored = to_stored(result, &req);
                 record.object = stored.object();
                 let echo = claim.and_then(|c| {
                     c.complete(stored.clone());
@@ -166,7 +166,7 @@ enum Admission {
     /// Run the operation (holding the key's claim, if the request has a key).
     Fresh(Option<Claim>),
     /// A stored response to replay.
-    Replay(Arc<StoredResponse>),
+    Replay(StoredResponse),
     /// Refused: the key is in flight (409) or was used with other parameters.
     Refused(Response),
 }

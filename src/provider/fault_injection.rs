@@ -10,11 +10,13 @@
 //! charge can be explained after the fact, and fault counters for `/metrics`.
 
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
+use hashbrown::HashTable;
 use parking_lot::RwLock;
 use serde::{Serialize, Serializer};
 
@@ -23,7 +25,7 @@ use super::error::ApiError;
 use super::ids::{CorrelationId, IdempotencyKey, ObjectId, RequestId};
 use super::ledger::now_ms;
 use super::params::Params;
-use super::shard::{FastMap, Sharded, SHARDS};
+use super::shard::{FastMap, Hasher, Sharded, SHARDS};
 use crate::faults::{self, Decision, Fault, FaultEngine, Profile, RequestFacts, When};
 
 /// Requests kept for `GET /__fauxpay/requests`.
@@ -142,9 +144,36 @@ pub struct PlanInput<'a> {
     pub forced: Option<&'a str>,
 }
 
+/// Attempt numbers by identity: the counts in a vector, an index of positions (4 bytes
+/// an identity) to find them.
+#[derive(Default)]
+struct Attempts {
+    index: HashTable<u32>,
+    counts: Vec<(Arc<str>, u32)>,
+}
+
+impl Attempts {
+    /// Counts one more attempt of `identity`; returns its number (1 for the first).
+    fn next(&mut self, hash: u64, identity: &Arc<str>, hasher: &Hasher) -> u32 {
+        let counts = &mut self.counts;
+        if let Some(&i) = self.index.find(hash, |&i| *counts[i as usize].0 == **identity) {
+            let n = &mut counts[i as usize].1;
+            *n = n.saturating_add(1);
+            return *n;
+        }
+        counts.push((identity.clone(), 1));
+        let position = (counts.len() - 1) as u32;
+        let counts = &self.counts;
+        self.index
+            .insert_unique(hash, position, |&i| hasher.hash_one(&*counts[i as usize].0));
+        1
+    }
+}
+
 pub struct FaultInjector {
     active: RwLock<Arc<ActiveProfile>>,
-    attempts: Sharded<FastMap<Arc<str>, u32>>,
+    attempts: Sharded<Attempts>,
+    hasher: Hasher,
     anonymous: AtomicU64,
     log: Sharded<VecDeque<RequestRecord>>,
     log_seq: AtomicU64,
@@ -156,6 +185,7 @@ impl FaultInjector {
         Self {
             active: RwLock::new(Arc::new(activate(profile, source))),
             attempts: Sharded::default(),
+            hasher: Hasher::default(),
             anonymous: AtomicU64::new(0),
             log: Sharded::default(),
             log_seq: AtomicU64::new(0),
@@ -182,17 +212,9 @@ impl FaultInjector {
             (None, None) => format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
         };
         let attempt = {
-            let mut shard = self.attempts.lock(&*identity);
-            match shard.get_mut(&*identity) {
-                Some(n) => {
-                    *n = n.saturating_add(1);
-                    *n
-                }
-                None => {
-                    shard.insert(identity.clone(), 1);
-                    1
-                }
-            }
+            let hash = self.hasher.hash_one(&*identity);
+            let mut shard = self.attempts.lock(&hash);
+            shard.next(hash, &identity, &self.hasher)
         };
         let payment_method = input.params.opt_str("payment_method").ok().flatten();
         let decision = if let Some(header) = input.forced {
@@ -275,7 +297,7 @@ impl FaultInjector {
     /// Forgets attempt numbers and the request log (`POST /__fauxpay/reset`).
     pub fn reset(&self) {
         for s in self.attempts.iter() {
-            s.lock().clear();
+            *s.lock() = Attempts::default();
         }
         for s in self.log.iter() {
             s.lock().clear();

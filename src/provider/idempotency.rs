@@ -9,17 +9,19 @@
 //! a 429, a cancelled request) frees the key again. Keys expire after the TTL, after
 //! which the same key starts a new request.
 
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use hashbrown::HashTable;
 use sha2::{Digest, Sha256};
 
 use super::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
 use super::params::Params;
 use super::payments::Reply;
-use super::shard::{FastMap, Sharded};
+use super::shard::{Hasher, Sharded};
 
 /// How strictly keys are treated: Stripe's behaviour, or the IETF
 /// `Idempotency-Key` header draft's (422 on a mismatch, RFC 8941 string keys).
@@ -122,14 +124,74 @@ impl StoredResponse {
     }
 }
 
-/// A key's record (40 bytes).
+/// A key's record.
 struct Record {
     fingerprint: Fingerprint,
     /// `None` while the first request is in flight.
-    state: Option<Arc<StoredResponse>>,
+    state: Option<StoredResponse>,
     /// When the key was claimed, in nanoseconds since the store was made.
     created: u64,
     token: u32,
+}
+
+/// A key, scoped to its API key, and its record.
+struct Entry {
+    api_key: ApiKey,
+    key: IdempotencyKey,
+    record: Record,
+}
+
+/// One shard: the entries in a slab (freed slots are reused) and an index of positions
+/// (4 bytes a key), so a million keys cost little beyond their records.
+#[derive(Default)]
+struct Shard {
+    index: HashTable<u32>,
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+}
+
+impl Shard {
+    fn position(&self, hash: u64, api_key: &ApiKey, key: &IdempotencyKey) -> Option<usize> {
+        let entries = &self.entries;
+        self.index
+            .find(hash, |&i| {
+                entries[i as usize]
+                    .as_ref()
+                    .is_some_and(|e| e.key == *key && e.api_key == *api_key)
+            })
+            .map(|&i| i as usize)
+    }
+
+    fn insert(&mut self, hash: u64, entry: Entry, hasher: &Hasher) {
+        let position = match self.free.pop() {
+            Some(p) => {
+                self.entries[p as usize] = Some(entry);
+                p
+            }
+            None => {
+                self.entries.push(Some(entry));
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let entries = &self.entries;
+        self.index.insert_unique(hash, position, |&i| {
+            entries[i as usize]
+                .as_ref()
+                .map_or(0, |e| scoped_hash(hasher, &e.api_key, &e.key))
+        });
+    }
+
+    fn remove(&mut self, hash: u64, position: usize) {
+        if let Ok(found) = self.index.find_entry(hash, |&i| i as usize == position) {
+            found.remove();
+        }
+        self.entries[position] = None;
+        self.free.push(position as u32);
+    }
+}
+
+fn scoped_hash(hasher: &Hasher, api_key: &ApiKey, key: &IdempotencyKey) -> u64 {
+    hasher.hash_one((api_key.as_str(), key.as_str()))
 }
 
 /// What the store says about a request carrying a key.
@@ -137,17 +199,17 @@ pub enum Begin {
     /// The key is new (or expired): run the endpoint, then complete the claim.
     Proceed(Claim),
     /// The key has a stored response for these parameters.
-    Replay(Arc<StoredResponse>),
+    Replay(StoredResponse),
     /// A request with this key is still executing.
     InUse,
     /// The key was used with other parameters.
     Mismatch,
 }
 
-/// The store of idempotency keys: per shard, per API key (keys are scoped to it; one
-/// client usually has one), the records by key.
+/// The store of idempotency keys, sharded by (API key, key).
 pub struct IdempotencyStore {
-    shards: Sharded<FastMap<ApiKey, FastMap<IdempotencyKey, Record>>>,
+    shards: Sharded<Shard>,
+    hasher: Hasher,
     /// The TTL in milliseconds (a fault profile may change it at run time).
     ttl_ms: AtomicU64,
     next_token: AtomicU32,
@@ -159,6 +221,7 @@ impl IdempotencyStore {
     pub fn new(ttl: Duration) -> Arc<Self> {
         Arc::new(Self {
             shards: Sharded::default(),
+            hasher: Hasher::default(),
             ttl_ms: AtomicU64::new(ttl.as_millis() as u64),
             next_token: AtomicU32::new(1),
             epoch: Instant::now(),
@@ -190,12 +253,10 @@ impl IdempotencyStore {
         now: Instant,
     ) -> Begin {
         let now = self.since_epoch(now);
-        let mut shard = self.shards.lock(&(api_key, key));
-        let keys = match shard.get_mut(api_key) {
-            Some(keys) => keys,
-            None => shard.entry(api_key.clone()).or_default(),
-        };
-        if let Some(existing) = keys.get_mut(key) {
+        let hash = scoped_hash(&self.hasher, api_key, key);
+        let mut shard = self.shards.lock(&hash);
+        if let Some(position) = shard.position(hash, api_key, key) {
+            let existing = &mut shard.entries[position].as_mut().expect("indexed").record;
             if !self.expired(existing, now) {
                 if existing.fingerprint != fingerprint {
                     return Begin::Mismatch;
@@ -204,7 +265,6 @@ impl IdempotencyStore {
                     None => Begin::InUse,
                     Some(resp) => match resp.materialized() {
                         Some(bytes) => {
-                            let bytes = Arc::new(bytes);
                             existing.state = Some(bytes.clone());
                             Begin::Replay(bytes)
                         }
@@ -212,17 +272,20 @@ impl IdempotencyStore {
                     },
                 };
             }
+            shard.remove(hash, position);
         }
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        keys.insert(
-            key.clone(),
-            Record {
+        let entry = Entry {
+            api_key: api_key.clone(),
+            key: key.clone(),
+            record: Record {
                 fingerprint,
                 state: None,
                 created: now,
                 token,
             },
-        );
+        };
+        shard.insert(hash, entry, &self.hasher);
         Begin::Proceed(Claim {
             store: self.clone(),
             api_key: api_key.clone(),
@@ -238,21 +301,20 @@ impl IdempotencyStore {
         let mut purged = 0;
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            for keys in shard.values_mut() {
-                let before = keys.len();
-                keys.retain(|_, r| !self.expired(r, now));
-                purged += before - keys.len();
+            for position in 0..shard.entries.len() {
+                let hash = match &shard.entries[position] {
+                    Some(e) if self.expired(&e.record, now) => scoped_hash(&self.hasher, &e.api_key, &e.key),
+                    _ => continue,
+                };
+                shard.remove(hash, position);
+                purged += 1;
             }
-            shard.retain(|_, keys| !keys.is_empty());
         }
         purged
     }
 
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().values().map(|keys| keys.len()).sum::<usize>())
-            .sum()
+        self.shards.iter().map(|s| s.lock().index.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -261,24 +323,23 @@ impl IdempotencyStore {
 
     pub fn clear(&self) {
         for s in self.shards.iter() {
-            s.lock().clear();
+            *s.lock() = Shard::default();
         }
     }
 
-    fn finish(&self, api_key: &ApiKey, key: &IdempotencyKey, token: u32, response: Option<Arc<StoredResponse>>) {
-        let mut shard = self.shards.lock(&(api_key, key));
-        let Some(keys) = shard.get_mut(api_key) else {
+    fn finish(&self, api_key: &ApiKey, key: &IdempotencyKey, token: u32, response: Option<StoredResponse>) {
+        let hash = scoped_hash(&self.hasher, api_key, key);
+        let mut shard = self.shards.lock(&hash);
+        let Some(position) = shard.position(hash, api_key, key) else {
             return;
         };
-        match (keys.get_mut(key), response) {
-            (Some(r), Some(resp)) if r.token == token => r.state = Some(resp),
-            (Some(r), None) if r.token == token => {
-                keys.remove(key);
-                if keys.is_empty() {
-                    shard.remove(api_key);
-                }
-            }
-            _ => {}
+        let record = &mut shard.entries[position].as_mut().expect("indexed").record;
+        if record.token != token {
+            return;
+        }
+        match response {
+            Some(resp) => record.state = Some(resp),
+            None => shard.remove(hash, position),
         }
     }
 }
@@ -294,7 +355,7 @@ pub struct Claim {
 }
 
 impl Claim {
-    pub fn complete(mut self, response: Arc<StoredResponse>) {
+    pub fn complete(mut self, response: StoredResponse) {
         self.done = true;
         self.store.finish(&self.api_key, &self.key, self.token, Some(response));
     }
@@ -320,13 +381,13 @@ mod tests {
         )
     }
 
-    fn resp(status: u16) -> Arc<StoredResponse> {
-        Arc::new(StoredResponse::new(
+    fn resp(status: u16) -> StoredResponse {
+        StoredResponse::new(
             status,
             None,
             RequestId::generate(),
             StoredBody::Bytes(Arc::new((Bytes::from_static(b"{}"), None))),
-        ))
+        )
     }
 
     fn keys() -> (ApiKey, IdempotencyKey) {

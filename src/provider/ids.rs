@@ -62,6 +62,21 @@ impl Token {
         Some(Self(NonZeroU64::new(halves[0])?, halves[1]))
     }
 
+    /// Another token derived from this one (for `salt`), as random-looking and as
+    /// unique: a charge's balance transaction, an intent's client secret, computed when
+    /// written rather than stored with every object.
+    pub fn derived(&self, salt: u64) -> Token {
+        fn mix(mut z: u64) -> u64 {
+            // splitmix64's finaliser: a bijection on u64.
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        let first = mix(self.0.get() ^ salt);
+        let second = mix(self.1 ^ salt.rotate_left(32) ^ first);
+        Token(NonZeroU64::new(first).unwrap_or(NonZeroU64::MIN), second)
+    }
+
     /// The 24 characters, on the stack.
     pub fn text(&self) -> IdStr {
         let mut s = IdStr { buf: [0; 32], len: 24 };
@@ -148,6 +163,16 @@ macro_rules! id_type {
             /// The id as text, on the stack.
             pub fn as_str(&self) -> IdStr {
                 IdStr::new($prefix, &self.0)
+            }
+
+            /// The id's random part.
+            pub fn token(&self) -> Token {
+                self.0
+            }
+
+            /// The id with this random part.
+            pub fn from_token(token: Token) -> Self {
+                Self(token)
             }
         }
 

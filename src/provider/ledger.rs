@@ -21,7 +21,7 @@ use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 
 use super::attempt::Attempt;
-use super::ids::{ChargeId, CorrelationId, IdempotencyKey, PaymentIntentId, RefundId, RequestId};
+use super::ids::{ChargeId, CorrelationId, IdempotencyKey, PaymentIntentId, RefundId, RequestId, Token};
 use super::money::Currency;
 use super::shard::{Hasher, Sharded};
 
@@ -68,7 +68,8 @@ pub struct Movement {
 #[derive(Debug, Clone)]
 pub struct LedgerRecord {
     pub seq: u64,
-    pub id: MovementId,
+    /// The random part of the charge's or refund's id (`kind` says which: see [`LedgerRecord::id`]).
+    token: Token,
     pub kind: MovementKind,
     pub amount: u64,
     pub currency: Currency,
@@ -93,12 +94,22 @@ struct GroupLink {
     prev: Option<u32>,
 }
 
+impl LedgerRecord {
+    /// The charge (`ch_…`) or refund (`re_…`).
+    pub fn id(&self) -> MovementId {
+        match self.kind {
+            MovementKind::Charge => MovementId::Charge(ChargeId::from_token(self.token)),
+            MovementKind::Refund => MovementId::Refund(RefundId::from_token(self.token)),
+        }
+    }
+}
+
 impl Serialize for LedgerRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = s.serialize_struct("LedgerRecord", 15)?;
         o.serialize_field("schema_version", &LEDGER_SCHEMA_VERSION)?;
         o.serialize_field("seq", &self.seq)?;
-        o.serialize_field("id", &self.id)?;
+        o.serialize_field("id", &self.id())?;
         o.serialize_field("kind", &self.kind)?;
         o.serialize_field("amount", &self.amount)?;
         o.serialize_field("currency", &self.currency)?;
@@ -397,9 +408,13 @@ impl LedgerEntry<'_> {
                 self.ledger.duplicate_groups.fetch_add(1, Ordering::Relaxed);
             }
         }
+        let token = match m.id {
+            MovementId::Charge(id) => id.token(),
+            MovementId::Refund(id) => id.token(),
+        };
         let record = Arc::new(LedgerRecord {
             seq,
-            id: m.id,
+            token,
             kind,
             amount: m.amount,
             currency: m.currency,

@@ -159,6 +159,40 @@ impl IntentStatus {
     }
 }
 
+/// Why a payment intent was canceled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancellationReason {
+    Duplicate,
+    Fraudulent,
+    RequestedByCustomer,
+    Abandoned,
+}
+
+impl CancellationReason {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "duplicate" => Self::Duplicate,
+            "fraudulent" => Self::Fraudulent,
+            "requested_by_customer" => Self::RequestedByCustomer,
+            "abandoned" => Self::Abandoned,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Duplicate => "duplicate",
+            Self::Fraudulent => "fraudulent",
+            Self::RequestedByCustomer => "requested_by_customer",
+            Self::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// Salts of the tokens derived from an object's id.
+const CLIENT_SECRET: u64 = 0x7365_6372_6574_0001;
+const BALANCE_TRANSACTION: u64 = 0x7478_6e00_0000_0002;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CaptureMethod {
@@ -291,10 +325,8 @@ pub struct PaymentIntent {
     /// `automatic_payment_methods[enabled]`, when the client sent it.
     pub automatic_payment_methods: Option<bool>,
     pub canceled_at: Option<i64>,
-    pub cancellation_reason: Option<&'static str>,
+    pub cancellation_reason: Option<CancellationReason>,
     pub capture_method: CaptureMethod,
-    /// The random part of `client_secret` (`{id}_secret_{…}`).
-    pub client_secret: Token,
     pub created: i64,
     pub currency: Currency,
     pub text: Option<Box<IntentText>>,
@@ -320,6 +352,11 @@ impl PaymentIntent {
 
     pub fn description(&self) -> Option<&str> {
         text_field(&self.text, |t| &t.description)
+    }
+
+    /// The random part of `client_secret` (`{id}_secret_{…}`), derived from the id.
+    pub fn client_secret(&self) -> Token {
+        self.id.token().derived(CLIENT_SECRET)
     }
 
     pub fn to_json(&self) -> Value {
@@ -351,13 +388,13 @@ impl PaymentIntent {
         raw(out, ",\"canceled_at\":");
         opt_int(out, self.canceled_at);
         raw(out, ",\"cancellation_reason\":");
-        opt_plain(out, self.cancellation_reason);
+        opt_plain(out, self.cancellation_reason.map(CancellationReason::as_str));
         raw(out, ",\"capture_method\":");
         plain(out, self.capture_method.as_str());
         raw(out, ",\"client_secret\":\"");
         raw(out, &id);
         raw(out, "_secret_");
-        raw(out, &self.client_secret.text());
+        raw(out, &self.client_secret().text());
         raw(out, "\",\"confirmation_method\":\"automatic\",\"created\":");
         int(out, self.created);
         raw(out, ",\"currency\":");
@@ -444,9 +481,12 @@ impl Serialize for PaymentIntent {
             &self.automatic_payment_methods.map(|enabled| Enabled { enabled }),
         )?;
         o.serialize_field("canceled_at", &self.canceled_at)?;
-        o.serialize_field("cancellation_reason", &self.cancellation_reason)?;
+        o.serialize_field(
+            "cancellation_reason",
+            &self.cancellation_reason.map(CancellationReason::as_str),
+        )?;
         o.serialize_field("capture_method", &self.capture_method)?;
-        o.serialize_field("client_secret", &ClientSecret(&self.id, &self.client_secret))?;
+        o.serialize_field("client_secret", &ClientSecret(&self.id, &self.client_secret()))?;
         o.serialize_field("confirmation_method", "automatic")?;
         o.serialize_field("created", &self.created)?;
         o.serialize_field("currency", &self.currency)?;
@@ -499,8 +539,7 @@ pub struct Charge {
     pub amount: u64,
     pub amount_captured: u64,
     pub amount_refunded: u64,
-    /// The random part of `balance_transaction` (`txn_…`), once money moved.
-    pub balance_transaction: Option<Token>,
+    /// Captured (money moved; `balance_transaction` is then derived from the id).
     pub captured: bool,
     pub created: i64,
     pub currency: Currency,
@@ -542,7 +581,6 @@ impl Charge {
             amount: new.amount,
             amount_captured: if captured { new.amount } else { 0 },
             amount_refunded: 0,
-            balance_transaction: captured.then(Token::random),
             captured,
             created: now_unix(),
             currency: new.currency,
@@ -560,6 +598,11 @@ impl Charge {
             decline: new.decline.map(Box::new),
             correlation_id: new.correlation_id,
         }
+    }
+
+    /// The random part of `balance_transaction` (`txn_…`), once money moved.
+    pub fn balance_transaction(&self) -> Option<Token> {
+        self.captured.then(|| self.id.token().derived(BALANCE_TRANSACTION))
     }
 
     /// What is left to refund.
@@ -588,7 +631,7 @@ impl Charge {
             out,
             ",\"application\":null,\"application_fee\":null,\"application_fee_amount\":null,\"balance_transaction\":",
         );
-        match &self.balance_transaction {
+        match &self.balance_transaction() {
             Some(t) => {
                 raw(out, "\"txn_");
                 raw(out, &t.text());
@@ -744,7 +787,7 @@ impl Serialize for Charge {
         o.serialize_field("application_fee_amount", &Null)?;
         o.serialize_field(
             "balance_transaction",
-            &self.balance_transaction.as_ref().map(|t| Prefixed("txn_", t)),
+            &self.balance_transaction().as_ref().map(|t| Prefixed("txn_", t)),
         )?;
         o.serialize_field(
             "billing_details",
@@ -960,7 +1003,6 @@ mod tests {
             canceled_at: None,
             cancellation_reason: None,
             capture_method: CaptureMethod::Manual,
-            client_secret: Token::random(),
             created: now_unix(),
             currency: Currency::parse("usd").unwrap(),
             text: None,
@@ -980,7 +1022,7 @@ mod tests {
         check(&pi);
         pi.automatic_payment_methods = Some(false);
         pi.canceled_at = Some(1_700_000_000);
-        pi.cancellation_reason = Some("abandoned");
+        pi.cancellation_reason = Some(CancellationReason::Abandoned);
         pi.latest_charge = Some(ChargeId::generate());
         pi.payment_method = Some(PaymentMethodId::generate());
         pi.metadata = metadata.clone();

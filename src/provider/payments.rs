@@ -21,8 +21,8 @@ use super::ids::{ChargeId, CorrelationId, ObjectId, PaymentIntentId, PaymentMeth
 use super::ledger::{Ledger, LedgerEntry, Movement, MovementId, MovementKind, OverRefund};
 use super::money::{check_amount, Currency};
 use super::objects::{
-    now_unix, CaptureMethod, Charge, ChargeStatus, IntentStatus, IntentText, LastPaymentError, Metadata, NewCharge,
-    PaymentIntent, Refund,
+    now_unix, CancellationReason, CaptureMethod, Charge, ChargeStatus, IntentStatus, IntentText, LastPaymentError,
+    Metadata, NewCharge, PaymentIntent, Refund,
 };
 use super::params::Params;
 use super::search::{Query, Searchable};
@@ -251,7 +251,6 @@ impl Payments {
             canceled_at: None,
             cancellation_reason: None,
             capture_method,
-            client_secret: Token::random(),
             created: now_unix(),
             currency,
             text: text.boxed(),
@@ -413,16 +412,12 @@ impl Payments {
         let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let reason = match p.opt_str("cancellation_reason")? {
             None => None,
-            Some("duplicate") => Some("duplicate"),
-            Some("fraudulent") => Some("fraudulent"),
-            Some("requested_by_customer") => Some("requested_by_customer"),
-            Some("abandoned") => Some("abandoned"),
-            Some(other) => {
-                return Err(ApiError::invalid_param(
+            Some(r) => Some(CancellationReason::parse(r).ok_or_else(|| {
+                ApiError::invalid_param(
                     "cancellation_reason",
-                    format!("Invalid cancellation_reason: '{other}'; expected duplicate, fraudulent, requested_by_customer or abandoned."),
-                ))
-            }
+                    format!("Invalid cancellation_reason: '{r}'; expected duplicate, fraudulent, requested_by_customer or abandoned."),
+                )
+            })?),
         };
         let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
         self.intents
@@ -587,7 +582,6 @@ impl Payments {
                 let mut c = (**slot).clone();
                 c.captured = true;
                 c.amount_captured = amount;
-                c.balance_transaction = Some(Token::random());
                 entry.append(MovementKind::Charge, movement_for(&c, attempt));
                 *slot = Arc::new(c);
                 Ok(slot.clone())
