@@ -175,19 +175,18 @@ fn verdict(r: &AttemptResult) -> Verdict {
 pub async fn run_checkout<T: Transport>(
     transport: &mut T,
     template: &Template,
-    checkout: &Checkout,
+    checkout: Checkout,
     policy: &RetryPolicy,
     rng: &mut StdRng,
     run_started: Instant,
 ) -> PaymentRecord {
     let started = Instant::now();
     let mut attempts: Vec<AttemptRecord> = Vec::new();
-    let same_key = format!("{}-k", checkout.order_id);
     let mut outcome = Outcome::Info;
     let mut n = 0u32;
     while n < policy.max_attempts {
-        let key = match checkout.behaviour {
-            Behaviour::RetrySameKey | Behaviour::DoubleSubmit => Some(same_key.clone()),
+        let mut key = match checkout.behaviour {
+            Behaviour::RetrySameKey | Behaviour::DoubleSubmit => Some(format!("{}-k", checkout.order_id)),
             Behaviour::RetryNewKey => Some(format!("{}-k{}", checkout.order_id, n + 1)),
             Behaviour::NoKey => None,
         };
@@ -199,9 +198,9 @@ pub async fn run_checkout<T: Transport>(
             payment_method: &checkout.payment_method,
             api_key: &checkout.api_key,
         };
-        let start_us = run_started.elapsed().as_micros() as u64;
         let t0 = Instant::now();
-        let results: Vec<AttemptResult> = if checkout.behaviour == Behaviour::DoubleSubmit && n == 0 {
+        let start_us = t0.saturating_duration_since(run_started).as_micros() as u64;
+        let (first, second) = if checkout.behaviour == Behaviour::DoubleSubmit && n == 0 {
             let (a, b) = transport
                 .send_pair(
                     template,
@@ -210,14 +209,18 @@ pub async fn run_checkout<T: Transport>(
                     policy.timeout,
                 )
                 .await;
-            vec![a, b]
+            (a, Some(b))
         } else {
-            vec![transport.send(template, template.render(&values), policy.timeout).await]
+            (
+                transport.send(template, template.render(&values), policy.timeout).await,
+                None,
+            )
         };
         let elapsed_us = t0.elapsed().as_micros() as u64;
         let mut retry_after = None;
         let mut decided = None;
-        for result in results {
+        let pair = second.is_some();
+        for (i, result) in std::iter::once(first).chain(second).enumerate() {
             n += 1;
             match verdict(&result) {
                 Verdict::Ok => decided = Some(Outcome::Ok),
@@ -226,9 +229,11 @@ pub async fn run_checkout<T: Transport>(
                 Verdict::Retry(r) => retry_after = retry_after.max(r),
                 _ => {}
             }
+            // The attempt's last result takes the key; a double click's first gets a copy.
+            let key = if pair && i == 0 { key.clone() } else { key.take() };
             attempts.push(AttemptRecord {
                 n,
-                key: key.clone(),
+                key,
                 start_us,
                 elapsed_us,
                 result,
@@ -243,7 +248,7 @@ pub async fn run_checkout<T: Transport>(
         }
     }
     PaymentRecord {
-        order_id: checkout.order_id.clone(),
+        order_id: checkout.order_id,
         amount: checkout.amount,
         behaviour: checkout.behaviour,
         outcome,
@@ -374,7 +379,7 @@ mod tests {
         };
         let mut t = Script(script.into(), Vec::new());
         let mut rng = StdRng::seed_from_u64(1);
-        let rec = run_checkout(&mut t, &template, &checkout, &policy, &mut rng, Instant::now()).await;
+        let rec = run_checkout(&mut t, &template, checkout, &policy, &mut rng, Instant::now()).await;
         (rec, t.1)
     }
 

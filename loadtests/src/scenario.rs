@@ -100,7 +100,7 @@ impl RunState {
         let record = run_checkout(
             transport,
             &self.template,
-            &checkout,
+            checkout,
             &self.policy,
             &mut rng,
             self.started,
