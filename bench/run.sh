@@ -364,6 +364,11 @@ fi
     echo
     echo "**$ERRORS run(s) saw errors** (non-2xx answers or socket errors): see the script's output."
   fi
+  # Why rows miss their target, with the profiles (kept by hand next to this script).
+  if [ -f bench/notes.md ]; then
+    echo
+    cat bench/notes.md
+  fi
 } >"$OUT"
 echo >&2
 echo "bench: wrote $OUT ($FAILED row(s) below target, $ERRORS run(s) with errors)" >&2
