@@ -20,6 +20,16 @@ const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Token(NonZeroU64, u64);
 
+/// The offset of a half's leading character: a weighted sum of its other eleven digits.
+fn lead_offset(rest: &[u8]) -> u8 {
+    (rest
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| u32::from(d) * (i as u32 + 1))
+        .sum::<u32>()
+        % 62) as u8
+}
+
 impl Token {
     pub fn random() -> Self {
         let mut rng = rand::rng();
@@ -30,12 +40,20 @@ impl Token {
         }
     }
 
-    /// Writes the 24 characters into `out`.
+    /// Writes the 24 characters into `out`. Each half is its number's 12 base-62
+    /// digits; the leading digit of a 64-bit number is always 0, so it is written offset
+    /// by a weighted sum of the other eleven (every character then varies, and a parse
+    /// can undo it).
     pub fn write(&self, out: &mut [u8; 24]) {
         for (half, mut x) in [self.0.get(), self.1].into_iter().enumerate() {
-            for i in (0..12).rev() {
-                out[half * 12 + i] = ALPHABET[(x % 62) as usize];
+            let digits = &mut out[half * 12..half * 12 + 12];
+            for d in digits.iter_mut().rev() {
+                *d = (x % 62) as u8;
                 x /= 62;
+            }
+            digits[0] = (digits[0] + lead_offset(&digits[1..])) % 62;
+            for d in digits.iter_mut() {
+                *d = ALPHABET[*d as usize];
             }
         }
     }
@@ -47,15 +65,19 @@ impl Token {
         }
         let mut halves = [0u64; 2];
         for (half, chunk) in s.chunks(12).enumerate() {
-            let mut x = 0u64;
-            for &c in chunk {
-                let digit = match c {
+            let mut digits = [0u8; 12];
+            for (d, &c) in digits.iter_mut().zip(chunk) {
+                *d = match c {
                     b'0'..=b'9' => c - b'0',
                     b'A'..=b'Z' => c - b'A' + 10,
                     b'a'..=b'z' => c - b'a' + 36,
                     _ => return None,
                 };
-                x = x.checked_mul(62)?.checked_add(u64::from(digit))?;
+            }
+            digits[0] = (digits[0] + 62 - lead_offset(&digits[1..])) % 62;
+            let mut x = 0u64;
+            for d in digits {
+                x = x.checked_mul(62)?.checked_add(u64::from(d))?;
             }
             halves[half] = x;
         }
@@ -375,13 +397,21 @@ mod tests {
             "beyond 64 bits a half"
         );
         assert_eq!(ChargeId::parse("ch_00000000000000000000000-"), None);
-        assert!(ChargeId::parse("ch_000000000001000000000000").is_some());
-        assert_eq!(ChargeId::parse("ch_000000000000000000000001"), None, "never generated");
+        // A half's leading character is offset by its other digits ('B' = 11 × 1 here);
+        // one that does not match them spells more than 64 bits.
+        assert!(ChargeId::parse("ch_B00000000001000000000000").is_some());
+        assert_eq!(ChargeId::parse("ch_000000000001000000000000"), None);
+        assert_eq!(ChargeId::parse("ch_000000000000B00000000001"), None, "never generated");
+        let leads: std::collections::HashSet<u8> = (0..200)
+            .flat_map(|_| {
+                let s = ChargeId::generate().as_str();
+                [s.as_bytes()[3], s.as_bytes()[15]]
+            })
+            .collect();
+        assert!(leads.len() > 20, "every character of an id varies");
         assert_eq!(std::mem::size_of::<Option<ChargeId>>(), 16);
-        assert_eq!(
-            serde_json::to_string(&RequestId::parse("req_0000000000010000000000AB").unwrap()).unwrap(),
-            "\"req_0000000000010000000000AB\""
-        );
+        let id = RequestId::generate();
+        assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{}\"", id.as_str()));
     }
 
     #[test]
