@@ -25,6 +25,7 @@ use super::attempt::Attempt;
 use super::error::{ApiError, ErrorType};
 use super::extract::ApiRequest;
 use super::fault_injection::{retry_after_secs, Outcome, Plan, PlanInput, RequestRecord};
+use super::headers;
 use super::idempotency::{Begin, Claim, Fingerprint, Mode, StoredBody, StoredResponse};
 use super::ids::ObjectId;
 use super::ledger::now_ms;
@@ -254,18 +255,18 @@ fn stored_response(stored: &StoredResponse, key: Option<HeaderValue>, replayed: 
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Some(k) = key {
-        h.insert("idempotency-key", k);
+        h.insert(headers::IDEMPOTENCY_KEY.clone(), k);
     }
     if let Some(retry) = stored.should_retry {
         h.insert(
-            "stripe-should-retry",
+            headers::STRIPE_SHOULD_RETRY.clone(),
             HeaderValue::from_static(if retry { "true" } else { "false" }),
         );
     }
     if replayed {
-        h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+        h.insert(headers::IDEMPOTENT_REPLAYED.clone(), HeaderValue::from_static("true"));
         if let Ok(v) = HeaderValue::from_str(&stored.request_id.as_str()) {
-            h.insert("original-request", v);
+            h.insert(headers::ORIGINAL_REQUEST.clone(), v);
         }
     }
     resp
@@ -276,7 +277,7 @@ pub fn error_response(e: &ApiError) -> Response {
     let mut resp = (e.status, axum::Json(e.body())).into_response();
     if let Some(retry) = e.should_retry {
         resp.headers_mut().insert(
-            "stripe-should-retry",
+            headers::STRIPE_SHOULD_RETRY.clone(),
             HeaderValue::from_static(if retry { "true" } else { "false" }),
         );
     }

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, ErrorType};
 use super::execute::error_response;
+use super::headers;
 use super::idempotency::Mode;
 use super::ids::{ApiKey, IdempotencyKey, RequestId};
 use super::params::Params;
@@ -100,7 +101,7 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         let idempotency_key = if reads_query {
             None
         } else {
-            let header = parts.headers.get("idempotency-key");
+            let header = parts.headers.get(&headers::IDEMPOTENCY_KEY);
             let raw = header.map(|v| v.to_str().unwrap_or("\u{fffd}"));
             match raw {
                 Some(raw) => {
@@ -124,7 +125,7 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         };
         let forced_fault = parts
             .headers
-            .get("fauxpay-fault")
+            .get(&headers::FAUXPAY_FAULT)
             .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
         Ok(Self {
             request_id,

@@ -187,7 +187,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<
         };
         if let Some(o) = this.observed.take() {
             if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {
-                resp.headers_mut().insert("request-id", v);
+                resp.headers_mut().insert(super::headers::REQUEST_ID.clone(), v);
             }
             let elapsed = o.started.elapsed();
             let status = resp.status().as_u16();

@@ -17,6 +17,7 @@ pub mod error;
 pub mod execute;
 pub mod extract;
 pub mod fault_injection;
+pub mod headers;
 pub mod http;
 pub mod idempotency;
 pub mod ids;

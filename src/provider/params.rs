@@ -7,8 +7,8 @@
 //! form: keys are kept sorted, so reordered form fields are the same request. Typed
 //! getters turn a missing or ill-typed parameter into a Stripe-shaped error naming it.
 
-use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Serialize, Serializer};
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
@@ -28,7 +28,7 @@ impl Params {
         let mut root = Value::Object(Map::new());
         let mut count = 0usize;
         let mut indexed = false;
-        for (name, value) in form_urlencoded::parse(input) {
+        for (name, value) in form_pairs(input) {
             if name.is_empty() {
                 continue;
             }
@@ -72,17 +72,20 @@ impl Params {
         }
     }
 
-    /// The canonical byte form used for fingerprints: JSON with sorted keys, scalars
-    /// as strings (a form sends `amount=100`, a JSON body `"amount":100`; both mean one thing).
+    /// The canonical byte form used for fingerprints: keys sorted, scalars as strings (a
+    /// form sends `amount=100`, a JSON body `"amount":100`; both mean one thing), every
+    /// string length-prefixed, so no two different trees share a form and nothing needs
+    /// escaping.
     pub fn canonical(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.write_canonical(&mut out);
         out
     }
 
-    /// Writes [`Params::canonical`] to `out` without building it first.
-    pub fn write_canonical(&self, out: impl std::io::Write) {
-        let _ = serde_json::to_writer(out, &CanonMap(&self.0));
+    /// Writes [`Params::canonical`] to `out` without building it first (the idempotency
+    /// fingerprint streams it into its hash).
+    pub fn write_canonical(&self, mut out: impl std::io::Write) {
+        let _ = write_map(&mut out, &self.0);
     }
 
     pub fn get(&self, name: &str) -> Option<&Value> {
@@ -174,47 +177,97 @@ impl Params {
     }
 }
 
-/// A map in canonical form: keys sorted, values canonical.
-struct CanonMap<'a>(&'a Map<String, Value>);
-
-/// A value in canonical form: booleans and numbers as strings.
-struct Canon<'a>(&'a Value);
-
-impl Serialize for CanonMap<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.0.len()))?;
-        // serde_json's map is sorted by key (unless a crate turns on `preserve_order`).
-        if self.0.keys().is_sorted() {
-            for (k, v) in self.0 {
-                map.serialize_entry(k, &Canon(v))?;
-            }
-        } else {
-            let mut entries: Vec<_> = self.0.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            for (k, v) in entries {
-                map.serialize_entry(k, &Canon(v))?;
-            }
+/// A map in canonical form: `{`, its length, then its entries sorted by key.
+fn write_map(out: &mut impl std::io::Write, map: &Map<String, Value>) -> std::io::Result<()> {
+    out.write_all(b"{")?;
+    out.write_all(&(map.len() as u32).to_le_bytes())?;
+    // serde_json's map is sorted by key (unless a crate turns on `preserve_order`).
+    if map.keys().is_sorted() {
+        for (k, v) in map {
+            write_text(out, k)?;
+            write_value(out, v)?;
         }
-        map.end()
+    } else {
+        let mut entries: Vec<_> = map.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        for (k, v) in entries {
+            write_text(out, k)?;
+            write_value(out, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// A value in canonical form: booleans and numbers as the text a form would send.
+fn write_value(out: &mut impl std::io::Write, value: &Value) -> std::io::Result<()> {
+    match value {
+        Value::Object(m) => write_map(out, m),
+        Value::Array(a) => {
+            out.write_all(b"[")?;
+            out.write_all(&(a.len() as u32).to_le_bytes())?;
+            a.iter().try_for_each(|v| write_value(out, v))
+        }
+        Value::String(x) => write_text(out, x),
+        Value::Null => out.write_all(b"n"),
+        Value::Bool(b) => write_text(out, if *b { "true" } else { "false" }),
+        Value::Number(n) => write_text(out, &n.to_string()),
     }
 }
 
-impl Serialize for Canon<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            Value::Object(m) => CanonMap(m).serialize(s),
-            Value::Array(a) => {
-                let mut seq = s.serialize_seq(Some(a.len()))?;
-                for v in a {
-                    seq.serialize_element(&Canon(v))?;
+/// A string: `s`, its length, its bytes.
+fn write_text(out: &mut impl std::io::Write, text: &str) -> std::io::Result<()> {
+    out.write_all(b"s")?;
+    out.write_all(&(text.len() as u32).to_le_bytes())?;
+    out.write_all(text.as_bytes())
+}
+
+/// The `name=value` pairs of a form body or query string, decoded (`+` is a space,
+/// `%XX` a byte, invalid UTF-8 replaced), as `application/x-www-form-urlencoded` says.
+/// A piece with nothing to decode (the usual case) is borrowed, not copied.
+fn form_pairs(input: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    input
+        .split(|&b| b == b'&')
+        .filter(|piece| !piece.is_empty())
+        .map(|piece| {
+            let (name, value) = match piece.iter().position(|&b| b == b'=') {
+                Some(eq) => (&piece[..eq], &piece[eq + 1..]),
+                None => (piece, &piece[piece.len()..]),
+            };
+            (form_decode(name), form_decode(value))
+        })
+}
+
+fn form_decode(raw: &[u8]) -> Cow<'_, str> {
+    if !raw.iter().any(|&b| b == b'%' || b == b'+') {
+        return match std::str::from_utf8(raw) {
+            Ok(s) => Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
+    }
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match raw[i] {
+            b'+' => bytes.push(b' '),
+            b'%' => match (
+                raw.get(i + 1).copied().and_then(hex),
+                raw.get(i + 2).copied().and_then(hex),
+            ) {
+                (Some(hi), Some(lo)) => {
+                    bytes.push(hi << 4 | lo);
+                    i += 2;
                 }
-                seq.end()
-            }
-            Value::String(x) => s.serialize_str(x),
-            Value::Null => s.serialize_unit(),
-            Value::Bool(b) => s.serialize_str(if *b { "true" } else { "false" }),
-            Value::Number(n) => s.collect_str(n),
+                // A `%` not followed by two hex digits is kept as it is.
+                _ => bytes.push(b'%'),
+            },
+            b => bytes.push(b),
         }
+        i += 1;
+    }
+    match String::from_utf8(bytes) {
+        Ok(s) => Cow::Owned(s),
+        Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
     }
 }
 
@@ -308,10 +361,8 @@ fn insert_path(node: &mut Value, full: &str, path: &[&str], leaf: Value) -> Resu
     let Value::Object(map) = node else {
         return Err(conflict());
     };
-    if !map.contains_key(*seg) {
-        map.insert(seg.to_string(), Value::Null);
-    }
-    let child = map.get_mut(*seg).expect("just inserted");
+    // One search: the key is usually new, and then its `String` is needed anyway.
+    let child = map.entry(*seg).or_insert(Value::Null);
     if rest.is_empty() && (child.is_object() || child.is_array()) {
         return Err(conflict());
     }
@@ -383,6 +434,41 @@ mod tests {
         assert_ne!(
             a.canonical(),
             form("amount=101&currency=usd&metadata[b]=2&metadata[a]=1").canonical()
+        );
+    }
+
+    #[test]
+    fn canonical_form_keeps_boundaries_between_keys_and_values() {
+        assert_ne!(form("a=bc").canonical(), form("ab=c").canonical());
+        assert_ne!(form("a[b]=c").canonical(), form("a=b&c=").canonical());
+        assert_ne!(form("a[]=x&a[]=y").canonical(), form("a[]=xy").canonical());
+        assert_eq!(
+            form("capture=true&amount=5").canonical(),
+            Params::from_json(br#"{"amount":5,"capture":true}"#)
+                .unwrap()
+                .canonical()
+        );
+    }
+
+    #[test]
+    fn form_decoding_matches_the_url_standard() {
+        let cases = [
+            "a=1&b=x+y&c=%41%42&d=%zz&e=%4&f&=g&&h=%E2%82%AC&i=%ff&j[k]=a%26b%3Dc",
+            "metadata%5Border_id%5D=o%201&amount=2000",
+        ];
+        for case in cases {
+            let ours: Vec<(String, String)> = form_pairs(case.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            let reference: Vec<(String, String)> = form_urlencoded::parse(case.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect();
+            assert_eq!(ours, reference, "{case}");
+        }
+        let p = form("metadata%5Border_id%5D=o%201");
+        assert_eq!(
+            p.lookup_text(&["metadata".into(), "order_id".into()]).as_deref(),
+            Some("o 1")
         );
     }
 
