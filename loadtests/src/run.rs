@@ -71,9 +71,9 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             backoff_cap: args.backoff.1,
         },
         amount: args.amount,
-        currency: args.currency.clone(),
-        payment_method: args.payment_method.clone(),
-        api_key: args.api_key.clone(),
+        currency: args.currency.as_str().into(),
+        payment_method: args.payment_method.as_str().into(),
+        api_key: args.api_key.as_str().into(),
         journal,
     });
     eprintln!("fauxpay load: run {run_id} (seed {seed}) against {target}; ledger at {provider}");
@@ -93,7 +93,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     attack.map_err(|e| LoadError::Goose(e.to_string()))?;
 
     let state = std::sync::Arc::try_unwrap(state).map_err(|_| LoadError::Goose("load tasks still running".into()))?;
-    let payments = state.journal.finish()?;
+    let payments = state.setup.journal.finish()?;
     let prefix = format!("{run_id}-");
     let ledger = fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await?;
     let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;
@@ -104,7 +104,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
                 run_id,
                 target,
                 provider,
-                template: state.template.name.clone(),
+                template: state.setup.template.name.clone(),
                 mix: mix.to_string(),
                 seed,
                 started_ms,

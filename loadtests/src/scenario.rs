@@ -20,8 +20,19 @@ use crate::mix::Mix;
 use crate::progress::Counters;
 use crate::template::{Rendered, Template};
 
-/// Everything the load-test tasks share.
+/// Everything the load-test tasks share: the run's setup and what the run counts.
 pub struct RunState {
+    pub setup: RunSetup,
+    pub started: Instant,
+    pub counters: Arc<Counters>,
+    next: AtomicU64,
+    pub attempt_latency: Mutex<Latency>,
+    pub payment_latency: Mutex<Latency>,
+}
+
+/// What a [`RunState`] is built from (the shared strings are `Arc`s: every checkout
+/// holds them).
+pub struct RunSetup {
     pub run_id: String,
     pub seed: u64,
     pub template: Template,
@@ -31,43 +42,15 @@ pub struct RunState {
     pub currency: Arc<str>,
     pub payment_method: Arc<str>,
     pub api_key: Arc<str>,
-    pub started: Instant,
-    pub counters: Arc<Counters>,
-    pub journal: Journal,
-    next: AtomicU64,
-    pub attempt_latency: Mutex<Latency>,
-    pub payment_latency: Mutex<Latency>,
-}
-
-/// What a [`RunState`] is built from.
-pub struct RunSetup {
-    pub run_id: String,
-    pub seed: u64,
-    pub template: Template,
-    pub mix: Mix,
-    pub policy: RetryPolicy,
-    pub amount: (u64, u64),
-    pub currency: String,
-    pub payment_method: String,
-    pub api_key: String,
     pub journal: Journal,
 }
 
 impl RunState {
-    pub fn new(s: RunSetup) -> Arc<Self> {
+    pub fn new(setup: RunSetup) -> Arc<Self> {
         Arc::new(Self {
-            run_id: s.run_id,
-            seed: s.seed,
-            template: s.template,
-            mix: s.mix,
-            policy: s.policy,
-            amount: s.amount,
-            currency: s.currency.into(),
-            payment_method: s.payment_method.into(),
-            api_key: s.api_key.into(),
+            setup,
             started: Instant::now(),
             counters: Arc::new(Counters::default()),
-            journal: s.journal,
             next: AtomicU64::new(0),
             attempt_latency: Mutex::new(Latency::default()),
             payment_latency: Mutex::new(Latency::default()),
@@ -76,18 +59,18 @@ impl RunState {
 
     /// The checkout for payment number `index`: a pure function of the seed and index.
     pub fn checkout(&self, index: u64, rng: &mut StdRng) -> Checkout {
-        let behaviour = self.mix.pick(rng.random::<f64>());
-        let amount = if self.amount.0 == self.amount.1 {
-            self.amount.0
+        let behaviour = self.setup.mix.pick(rng.random::<f64>());
+        let amount = if self.setup.amount.0 == self.setup.amount.1 {
+            self.setup.amount.0
         } else {
-            rng.random_range(self.amount.0..=self.amount.1)
+            rng.random_range(self.setup.amount.0..=self.setup.amount.1)
         };
         Checkout {
-            order_id: format!("{}-{index:06}", self.run_id),
+            order_id: format!("{}-{index:06}", self.setup.run_id),
             amount,
-            currency: self.currency.clone(),
-            payment_method: self.payment_method.clone(),
-            api_key: self.api_key.clone(),
+            currency: self.setup.currency.clone(),
+            payment_method: self.setup.payment_method.clone(),
+            api_key: self.setup.api_key.clone(),
             behaviour,
         }
     }
@@ -95,13 +78,13 @@ impl RunState {
     /// One goose iteration: one logical payment, recorded.
     pub async fn run_one<T: Transport>(&self, transport: &mut T) {
         let index = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut rng = StdRng::seed_from_u64(self.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = StdRng::seed_from_u64(self.setup.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let checkout = self.checkout(index, &mut rng);
         let record = run_checkout(
             transport,
-            &self.template,
+            &self.setup.template,
             checkout,
-            &self.policy,
+            &self.setup.policy,
             &mut rng,
             self.started,
         )
@@ -118,7 +101,7 @@ impl RunState {
             .record(record.e2e_us);
         self.counters.add(&record);
         // The journal keeps the payment for reconciliation once written.
-        self.journal.record(record);
+        self.setup.journal.record(record);
     }
 
     /// The goose scenario running [`RunState::run_one`] per iteration.
