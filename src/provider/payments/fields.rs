@@ -1,0 +1,141 @@
+//! Turning request fields into domain values (test cards, metadata, bounded text) and
+//! the pieces several operations share: the ledger movement of a charge and the
+//! errors of a decline or a blocked duplicate.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::provider::attempt::Attempt;
+use crate::provider::cards::{Decline, TestCard};
+use crate::provider::error::{ApiError, ErrorType};
+use crate::provider::ledger::{Movement, MovementId};
+use crate::provider::objects::{Charge, Metadata};
+use crate::provider::params::Params;
+
+/// Stripe's metadata limits, and the longest free text field.
+const MAX_METADATA_KEYS: usize = 50;
+const MAX_METADATA_KEY_LEN: usize = 40;
+const MAX_METADATA_VALUE_LEN: usize = 500;
+const MAX_TEXT_LEN: usize = 5_000;
+
+pub(super) fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
+    Movement {
+        id: MovementId::Charge(charge.id),
+        amount: charge.amount_captured,
+        currency: charge.currency,
+        payment_intent: charge.payment_intent,
+        charge: None,
+        attempt: attempt.clone(),
+    }
+}
+
+/// A 402 card error, stored and replayed like any executed response.
+pub(super) fn card_error(d: &Decline) -> ApiError {
+    let mut e = ApiError::new(
+        axum::http::StatusCode::PAYMENT_REQUIRED,
+        ErrorType::CardError,
+        d.message.clone(),
+    )
+    .with_code(d.code.clone())
+    .executed();
+    e.decline_code = Some(d.decline_code.clone());
+    e
+}
+
+pub(super) fn duplicate_decline() -> ApiError {
+    card_error(&Decline {
+        code: "card_declined".into(),
+        decline_code: "duplicate_transaction".into(),
+        message: "A transaction with identical amount and payment details was submitted very recently for this order (fauxpay --duplicates reject).".into(),
+    })
+}
+
+/// The test card named by `payment_method` (or `payment_method_data[card][number]`).
+pub(super) fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, ApiError> {
+    if let Some(pm) = p.opt_str("payment_method")? {
+        // A magic `pm_fault_…` method charges its underlying test card.
+        let card = crate::faults::forced_by_payment_method(pm).map_or(pm, |(_, card)| card);
+        return TestCard::resolve(card)
+            .map(Some)
+            .ok_or_else(|| ApiError::unknown_reference("PaymentMethod", pm, "payment_method"));
+    }
+    if let Some(data) = p.opt_object("payment_method_data")? {
+        let number = data.get("card").and_then(|c| c.get("number")).and_then(Value::as_str);
+        return match number {
+            Some(n) => TestCard::resolve(n).map(Some).ok_or_else(|| {
+                card_error(&Decline {
+                    code: "incorrect_number".into(),
+                    decline_code: "incorrect_number".into(),
+                    message: "Your card number is incorrect.".into(),
+                })
+                .with_param("payment_method_data[card][number]")
+            }),
+            None => Err(ApiError::missing_param("payment_method_data[card][number]")),
+        };
+    }
+    Ok(None)
+}
+
+/// The test card named by a charge's `source` (a token, or `source[number]`).
+pub(super) fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
+    let reference = match p.get("source") {
+        Some(Value::Object(m)) => m
+            .get("number")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::missing_param("source[number]"))?,
+        Some(_) => p.req_str("source")?,
+        None => return Err(ApiError::missing_param("source")),
+    };
+    TestCard::resolve(reference).ok_or_else(|| ApiError::unknown_reference("source", reference, "source"))
+}
+
+pub(super) fn metadata(p: &Params) -> Result<Metadata, ApiError> {
+    let Some(map) = p.opt_object("metadata")? else {
+        return Ok(Metadata::new());
+    };
+    let mut out: Vec<(&str, Cow<'_, str>)> = Vec::with_capacity(map.len());
+    if map.len() > MAX_METADATA_KEYS {
+        return Err(ApiError::invalid_param(
+            "metadata",
+            format!("Metadata can have at most {MAX_METADATA_KEYS} keys."),
+        ));
+    }
+    // The params map is sorted by key, so the metadata is too.
+    for (k, v) in map {
+        let param = || format!("metadata[{k}]");
+        if k.chars().count() > MAX_METADATA_KEY_LEN {
+            return Err(ApiError::invalid_param(
+                &param(),
+                format!("Metadata keys can be at most {MAX_METADATA_KEY_LEN} characters."),
+            ));
+        }
+        let v: Cow<'_, str> = match v {
+            Value::String(s) => Cow::Borrowed(s),
+            Value::Number(n) => Cow::Owned(n.to_string()),
+            Value::Bool(b) => Cow::Owned(b.to_string()),
+            Value::Null => continue,
+            _ => return Err(ApiError::invalid_param(&param(), "Metadata values must be strings.")),
+        };
+        if v.chars().count() > MAX_METADATA_VALUE_LEN {
+            return Err(ApiError::invalid_param(
+                &param(),
+                format!("Metadata values can be at most {MAX_METADATA_VALUE_LEN} characters."),
+            ));
+        }
+        if !v.is_empty() {
+            out.push((k, v));
+        }
+    }
+    Ok(Metadata::from_sorted(&out))
+}
+
+pub(super) fn text(p: &Params, name: &str) -> Result<Option<Box<str>>, ApiError> {
+    match p.opt_str(name)? {
+        Some(s) if s.chars().count() > MAX_TEXT_LEN => Err(ApiError::invalid_param(
+            name,
+            format!("{name} can be at most {MAX_TEXT_LEN} characters."),
+        )),
+        other => Ok(other.map(Box::from)),
+    }
+}

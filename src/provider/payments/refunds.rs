@@ -1,0 +1,151 @@
+//! Refunds: created against a charge or an intent's charge, bounded by what was
+//! captured (the ledger refuses an over-refund), retrieved and listed.
+
+use std::sync::Arc;
+
+use super::fields::metadata;
+use super::{Payments, Reply};
+use crate::provider::attempt::Attempt;
+use crate::provider::error::ApiError;
+use crate::provider::ids::{ChargeId, PaymentIntentId, RefundId, Token};
+use crate::provider::ledger::{Movement, MovementId, MovementKind, OverRefund};
+use crate::provider::objects::{now_unix, IntentStatus, Refund};
+use crate::provider::params::Params;
+
+impl Payments {
+    pub fn create_refund(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let charge_id = match (p.opt_str("charge")?, p.opt_str("payment_intent")?) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid_request(
+                    "Pass either charge or payment_intent, not both.",
+                    Some("payment_intent".into()),
+                ))
+            }
+            (Some(c), None) => ChargeId::parse(c).ok_or_else(|| ApiError::unknown_reference("charge", c, "charge"))?,
+            (None, Some(pi)) => {
+                let intent = PaymentIntentId::parse(pi)
+                    .and_then(|i| self.intents.get(&i))
+                    .ok_or_else(|| ApiError::unknown_reference("payment_intent", pi, "payment_intent"))?;
+                match (&intent.latest_charge, intent.status) {
+                    (Some(c), IntentStatus::Succeeded) => *c,
+                    _ => {
+                        return Err(ApiError::invalid_request(
+                            format!("This PaymentIntent ({pi}) does not have a successful charge to refund."),
+                            Some("payment_intent".into()),
+                        ))
+                    }
+                }
+            }
+            (None, None) => return Err(ApiError::missing_param("charge")),
+        };
+        let requested = p.opt_u64("amount")?;
+        let reason = match p.opt_str("reason")? {
+            None => None,
+            Some("duplicate") => Some("duplicate"),
+            Some("fraudulent") => Some("fraudulent"),
+            Some("requested_by_customer") => Some("requested_by_customer"),
+            Some(other) => {
+                return Err(ApiError::invalid_param(
+                    "reason",
+                    format!("Invalid reason: '{other}'; expected duplicate, fraudulent or requested_by_customer."),
+                ))
+            }
+        };
+        let meta = metadata(p)?;
+        let current = self
+            .charges
+            .get(&charge_id)
+            .ok_or_else(|| ApiError::unknown_reference("charge", &charge_id.as_str(), "charge"))?;
+        if !current.captured {
+            return Err(ApiError::invalid_request(
+                format!("Charge {charge_id} has not been captured: there is nothing to refund."),
+                Some("charge".into()),
+            ));
+        }
+        let mut entry = self.ledger.entry(current.correlation_id.as_ref(), &charge_id.as_str());
+        self.charges
+            .update(&charge_id, |slot| {
+                let left = slot.refundable();
+                let amount = requested.unwrap_or(left);
+                if amount == 0 || amount > left {
+                    entry.append_over_refund(OverRefund {
+                        charge: slot.id,
+                        payment_intent: slot.payment_intent,
+                        correlation_id: slot.correlation_id.clone(),
+                        captured: slot.amount_captured,
+                        already_refunded: slot.amount_refunded,
+                        requested: amount,
+                        idempotency_key: attempt.idempotency_key.clone(),
+                        request_id: attempt.request_id,
+                        created_ms: crate::provider::ledger::now_ms(),
+                    });
+                    let err = if left == 0 {
+                        ApiError::invalid_request(
+                            format!("Charge {} has already been refunded.", slot.id),
+                            Some("amount".into()),
+                        )
+                        .with_code("charge_already_refunded")
+                    } else {
+                        ApiError::invalid_param(
+                            "amount",
+                            format!("Refund amount ({amount}) is greater than unrefunded amount on charge ({left})."),
+                        )
+                    };
+                    return Err(err.executed());
+                }
+                let refund = Refund {
+                    id: RefundId::generate(),
+                    amount,
+                    balance_transaction: Token::random(),
+                    charge: slot.id,
+                    created: now_unix(),
+                    currency: slot.currency,
+                    metadata: meta,
+                    payment_intent: slot.payment_intent,
+                    reason,
+                };
+                let mut c = (**slot).clone();
+                c.amount_refunded += amount;
+                c.refunded = c.amount_refunded == c.amount_captured;
+                *slot = Arc::new(c);
+                entry.append(
+                    MovementKind::Refund,
+                    Movement {
+                        id: MovementId::Refund(refund.id),
+                        amount,
+                        currency: refund.currency,
+                        payment_intent: refund.payment_intent,
+                        charge: Some(refund.charge),
+                        attempt: attempt.clone(),
+                    },
+                );
+                let refund = Arc::new(refund);
+                self.refunds.insert(refund.clone());
+                Ok(Reply::Refund(refund))
+            })
+            .unwrap_or_else(|| Err(ApiError::unknown_object("charge", &charge_id.as_str(), "charge")))
+    }
+
+    pub fn retrieve_refund(&self, id: &str) -> Result<Reply, ApiError> {
+        RefundId::parse(id)
+            .and_then(|i| self.refunds.get(&i))
+            .map(Reply::Refund)
+            .ok_or_else(|| ApiError::unknown_object("refund", id, "refund"))
+    }
+
+    pub fn list_refunds(&self, p: &Params) -> Result<Reply, ApiError> {
+        let charge = p.opt_str("charge")?;
+        let pi = p.opt_str("payment_intent")?;
+        self.list_page(
+            &self.refunds,
+            p,
+            "/v1/refunds",
+            RefundId::parse,
+            |r| {
+                charge.is_none_or(|c| *r.charge.as_str() == *c)
+                    && pi.is_none_or(|pi| r.payment_intent.as_ref().is_some_and(|x| *x.as_str() == *pi))
+            },
+            |r| r.to_json(),
+        )
+    }
+}
