@@ -323,7 +323,7 @@ fn metadata_of(params: &Params) -> std::collections::BTreeMap<String, String> {
         .flatten()
         .map(|m| {
             m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.to_string(), v.to_string())))
                 .collect()
         })
         .unwrap_or_default()

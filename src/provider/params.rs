@@ -2,14 +2,18 @@
 //!
 //! Stripe clients send `application/x-www-form-urlencoded` bodies with bracket notation
 //! (`metadata[order_id]=42`, `expand[]=latest_charge`, `items[0][price]=…`); others send
-//! JSON. Both are turned into one [`Params`] tree (a JSON object), so every endpoint
-//! validates one shape, and the idempotency fingerprint is computed over one canonical
-//! form: keys are kept sorted, so reordered form fields are the same request. Typed
-//! getters turn a missing or ill-typed parameter into a Stripe-shaped error naming it.
+//! JSON. Both are turned into one [`Params`] tree, so every endpoint validates one
+//! shape, and the idempotency fingerprint is computed over one canonical form: keys are
+//! kept sorted, so reordered form fields are the same request. Typed getters turn a
+//! missing or ill-typed parameter into a Stripe-shaped error naming it.
+//!
+//! The tree is built for the request path: every key and string lives in one text
+//! buffer and the nodes hold spans of it, objects are vectors sorted by key, so parsing a
+//! form costs a few allocations, not two per field.
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::error::ApiError;
 
@@ -18,17 +22,80 @@ pub const MAX_PARAMS: usize = 1_000;
 /// Deepest bracket nesting accepted (`a[b][c]…`).
 pub const MAX_DEPTH: usize = 8;
 
-/// A request's parameters: always a JSON object at the top level.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Params(Map<String, Value>);
+/// A piece of [`Params`]'s text buffer.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+/// A node of the tree; strings are spans of the text buffer.
+#[derive(Debug, Clone)]
+enum Node {
+    Null,
+    Bool(bool),
+    /// A JSON number, as its text.
+    Number(Span),
+    String(Span),
+    /// Entries sorted by key.
+    Object(Vec<(Span, Node)>),
+    List(Vec<Node>),
+}
+
+/// A request's parameters: always an object at the top level.
+#[derive(Debug, Clone, Default)]
+pub struct Params {
+    text: String,
+    root: Vec<(Span, Node)>,
+}
+
+/// Two parameter sets are equal when they mean the same request.
+impl PartialEq for Params {
+    fn eq(&self, other: &Self) -> bool {
+        self.canonical() == other.canonical()
+    }
+}
+
+/// One parameter's value, borrowed from its [`Params`].
+#[derive(Debug, Clone, Copy)]
+pub struct Param<'a> {
+    text: &'a str,
+    node: &'a Node,
+}
+
+/// An object parameter (the top level, `metadata[…]`, `payment_method_data[…]`…).
+#[derive(Debug, Clone, Copy)]
+pub struct Object<'a> {
+    text: &'a str,
+    entries: &'a [(Span, Node)],
+}
+
+fn span_str(text: &str, span: Span) -> &str {
+    &text[span.start as usize..(span.start + span.len) as usize]
+}
+
+/// Appends `s` to the text buffer and returns its span.
+fn push_text(text: &mut String, s: &str) -> Span {
+    let span = Span {
+        start: text.len() as u32,
+        len: s.len() as u32,
+    };
+    text.push_str(s);
+    span
+}
 
 impl Params {
     /// Parses a form-encoded body or query string with Stripe's bracket notation.
     pub fn from_form(input: &[u8]) -> Result<Self, ApiError> {
-        let mut root = Value::Object(Map::new());
+        if input.len() > u32::MAX as usize / 2 {
+            return Err(ApiError::invalid_request("Request body is too large.", None));
+        }
+        let input = String::from_utf8_lossy(input);
+        let mut text = String::with_capacity(input.len());
+        let mut root = Node::Object(Vec::with_capacity(8));
         let mut count = 0usize;
         let mut indexed = false;
-        for (name, value) in form_pairs(input) {
+        for (name, value) in form_pairs(&input) {
             if name.is_empty() {
                 continue;
             }
@@ -44,16 +111,16 @@ impl Params {
             indexed |= path
                 .iter()
                 .any(|seg| !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()));
-            insert_path(&mut root, &name, path, Value::String(value.into_owned()))?;
+            let leaf = Node::String(push_text(&mut text, &value));
+            insert_path(&mut text, &mut root, &name, path, leaf)?;
         }
         // Only a name with an index (`items[0]`) can make an object that is a list.
         if indexed {
-            Ok(Self(into_object(root)))
-        } else {
-            match root {
-                Value::Object(m) => Ok(Self(m)),
-                _ => Ok(Self::default()),
-            }
+            root = lists_from_indexes(&text, root);
+        }
+        match root {
+            Node::Object(root) => Ok(Self { text, root }),
+            _ => Ok(Self::default()),
         }
     }
 
@@ -63,7 +130,13 @@ impl Params {
             return Ok(Self::default());
         }
         match serde_json::from_slice::<Value>(input) {
-            Ok(Value::Object(map)) => Ok(Self(map)),
+            Ok(value @ Value::Object(_)) => {
+                let mut text = String::new();
+                match node_of(&mut text, &value) {
+                    Node::Object(root) => Ok(Self { text, root }),
+                    _ => Ok(Self::default()),
+                }
+            }
             Ok(_) => Err(ApiError::invalid_request(
                 "Invalid JSON body: the top level must be an object.",
                 None,
@@ -85,11 +158,19 @@ impl Params {
     /// Writes [`Params::canonical`] to `out` without building it first (the idempotency
     /// fingerprint streams it into its hash).
     pub fn write_canonical(&self, mut out: impl std::io::Write) {
-        let _ = write_map(&mut out, &self.0);
+        let _ = write_object(&mut out, &self.text, &self.root);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.0.get(name).filter(|v| !v.is_null())
+    /// The top-level object.
+    pub fn object(&self) -> Object<'_> {
+        Object {
+            text: &self.text,
+            entries: &self.root,
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<Param<'_>> {
+        self.object().get(name)
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -98,10 +179,104 @@ impl Params {
 
     /// An optional string parameter; numbers and booleans are rejected.
     pub fn opt_str(&self, name: &str) -> Result<Option<&str>, ApiError> {
-        match self.get(name) {
+        self.object().opt_str(name)
+    }
+
+    pub fn req_str(&self, name: &str) -> Result<&str, ApiError> {
+        self.object().req_str(name)
+    }
+
+    /// An optional non-negative integer (a form value such as `"100"`, or a JSON number).
+    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        self.object().opt_u64(name)
+    }
+
+    /// An optional boolean (`true`/`false` as a form string or a JSON boolean).
+    pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        self.object().opt_bool(name)
+    }
+
+    /// An optional object parameter (`metadata[...]`, `automatic_payment_methods[...]`).
+    pub fn opt_object(&self, name: &str) -> Result<Option<Object<'_>>, ApiError> {
+        self.object().opt_object(name)
+    }
+
+    /// Looks a dotted path up (`metadata.order_id`), as text.
+    pub fn lookup_text(&self, path: &[String]) -> Option<String> {
+        let (first, rest) = path.split_first()?;
+        let mut cur = self.object().get(first)?;
+        for seg in rest {
+            cur = cur.as_object()?.get(seg)?;
+        }
+        cur.as_text().map(str::to_string)
+    }
+}
+
+impl<'a> Param<'a> {
+    /// The value when it is a string.
+    pub fn as_str(&self) -> Option<&'a str> {
+        match self.node {
+            Node::String(s) => Some(span_str(self.text, *s)),
+            _ => None,
+        }
+    }
+
+    /// The value when it is an object.
+    pub fn as_object(&self) -> Option<Object<'a>> {
+        match self.node {
+            Node::Object(entries) => Some(Object {
+                text: self.text,
+                entries,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A scalar as the text a form would send (`"100"`, `"true"`); `None` for an empty
+    /// string, an object or a list.
+    pub fn as_text(&self) -> Option<&'a str> {
+        match self.node {
+            Node::String(s) | Node::Number(s) if s.len > 0 => Some(span_str(self.text, *s)),
+            Node::Bool(b) => Some(if *b { "true" } else { "false" }),
+            _ => None,
+        }
+    }
+
+    /// Whether the value is an object or a list.
+    pub fn is_container(&self) -> bool {
+        matches!(self.node, Node::Object(_) | Node::List(_))
+    }
+}
+
+impl<'a> Object<'a> {
+    /// A parameter by name (`null` counts as absent).
+    pub fn get(&self, name: &str) -> Option<Param<'a>> {
+        let node = &self.entries[position(self.text, self.entries, name)?].1;
+        (!matches!(node, Node::Null)).then_some(Param { text: self.text, node })
+    }
+
+    /// The entries, sorted by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, Param<'a>)> + 'a {
+        let text = self.text;
+        self.entries
+            .iter()
+            .map(move |(k, node)| (span_str(text, *k), Param { text, node }))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// An optional string parameter; numbers and booleans are rejected.
+    pub fn opt_str(&self, name: &str) -> Result<Option<&'a str>, ApiError> {
+        match self.get(name).map(|p| p.node) {
             None => Ok(None),
-            Some(Value::String(s)) if s.is_empty() => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
+            Some(Node::String(s)) if s.len == 0 => Ok(None),
+            Some(Node::String(s)) => Ok(Some(span_str(self.text, *s))),
             Some(_) => Err(ApiError::invalid_param(
                 name,
                 format!("Invalid string: {name} must be a string."),
@@ -109,7 +284,7 @@ impl Params {
         }
     }
 
-    pub fn req_str(&self, name: &str) -> Result<&str, ApiError> {
+    pub fn req_str(&self, name: &str) -> Result<&'a str, ApiError> {
         self.opt_str(name)?.ok_or_else(|| ApiError::missing_param(name))
     }
 
@@ -117,13 +292,13 @@ impl Params {
     pub fn opt_u64(&self, name: &str) -> Result<Option<u64>, ApiError> {
         let invalid =
             || ApiError::invalid_param(name, format!("Invalid integer: {name} must be a non-negative integer."));
-        match self.get(name) {
+        match self.get(name).map(|p| p.node) {
             None => Ok(None),
-            Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(invalid),
-            Some(Value::String(s)) if s.is_empty() => Ok(None),
-            Some(Value::String(s)) => {
-                if s.bytes().all(|b| b.is_ascii_digit()) {
-                    s.parse::<u64>().map(Some).map_err(|_| invalid())
+            Some(Node::String(s)) if s.len == 0 => Ok(None),
+            Some(Node::String(s) | Node::Number(s)) => {
+                let digits = span_str(self.text, *s);
+                if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                    digits.parse::<u64>().map(Some).map_err(|_| invalid())
                 } else {
                     Err(invalid())
                 }
@@ -134,83 +309,101 @@ impl Params {
 
     /// An optional boolean (`true`/`false` as a form string or a JSON boolean).
     pub fn opt_bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
-        match self.get(name) {
+        match self.get(name).map(|p| p.node) {
             None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(Value::String(s)) if s == "true" => Ok(Some(true)),
-            Some(Value::String(s)) if s == "false" => Ok(Some(false)),
-            Some(Value::String(s)) if s.is_empty() => Ok(None),
-            Some(_) => Err(ApiError::invalid_param(
-                name,
-                format!("Invalid boolean: {name} must be true or false."),
-            )),
+            Some(Node::Bool(b)) => Ok(Some(*b)),
+            Some(Node::String(s)) => match span_str(self.text, *s) {
+                "true" => Ok(Some(true)),
+                "false" => Ok(Some(false)),
+                "" => Ok(None),
+                _ => Err(invalid_bool(name)),
+            },
+            Some(_) => Err(invalid_bool(name)),
         }
     }
 
-    /// An optional object parameter (`metadata[...]`, `automatic_payment_methods[...]`).
-    pub fn opt_object(&self, name: &str) -> Result<Option<&Map<String, Value>>, ApiError> {
-        match self.get(name) {
+    /// An optional object parameter.
+    pub fn opt_object(&self, name: &str) -> Result<Option<Object<'a>>, ApiError> {
+        match self.get(name).map(|p| p.node) {
             None => Ok(None),
-            Some(Value::Object(m)) => Ok(Some(m)),
+            Some(Node::Object(entries)) => Ok(Some(Object {
+                text: self.text,
+                entries,
+            })),
             // Stripe clears metadata with `metadata=`; treat an empty string as "none".
-            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Node::String(s)) if s.len == 0 => Ok(None),
             Some(_) => Err(ApiError::invalid_param(
                 name,
                 format!("Invalid object: {name} must be a hash (e.g. {name}[key]=value)."),
             )),
         }
     }
+}
 
-    /// Looks a dotted path up (`metadata.order_id`), as text.
-    pub fn lookup_text(&self, path: &[String]) -> Option<String> {
-        let (first, rest) = path.split_first()?;
-        let mut cur = self.0.get(first)?;
-        for seg in rest {
-            cur = cur.as_object()?.get(seg)?;
-        }
-        match cur {
-            Value::String(s) if !s.is_empty() => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            _ => None,
+/// Where `key` is among `entries` (sorted by key). Objects are small, so a scan that
+/// compares lengths before bytes beats a binary search of string comparisons.
+fn position(text: &str, entries: &[(Span, Node)], key: &str) -> Option<usize> {
+    if entries.len() > 16 {
+        return entries.binary_search_by(|(k, _)| span_str(text, *k).cmp(key)).ok();
+    }
+    entries
+        .iter()
+        .position(|(k, _)| k.len as usize == key.len() && span_str(text, *k) == key)
+}
+
+fn invalid_bool(name: &str) -> ApiError {
+    ApiError::invalid_param(name, format!("Invalid boolean: {name} must be true or false."))
+}
+
+/// The tree of a JSON value, its strings appended to `text`.
+fn node_of(text: &mut String, value: &Value) -> Node {
+    match value {
+        Value::Null => Node::Null,
+        Value::Bool(b) => Node::Bool(*b),
+        Value::Number(n) => Node::Number(push_text(text, &n.to_string())),
+        Value::String(s) => Node::String(push_text(text, s)),
+        Value::Array(a) => Node::List(a.iter().map(|v| node_of(text, v)).collect()),
+        Value::Object(m) => {
+            let mut entries: Vec<(Span, Node)> = m
+                .iter()
+                .map(|(k, v)| {
+                    let key = push_text(text, k);
+                    (key, node_of(text, v))
+                })
+                .collect();
+            sort_entries(text, &mut entries);
+            Node::Object(entries)
         }
     }
 }
 
-/// A map in canonical form: `{`, its length, then its entries sorted by key.
-fn write_map(out: &mut impl std::io::Write, map: &Map<String, Value>) -> std::io::Result<()> {
+fn sort_entries(text: &str, entries: &mut [(Span, Node)]) {
+    entries.sort_by(|a, b| span_str(text, a.0).cmp(span_str(text, b.0)));
+}
+
+/// An object in canonical form: `{`, its length, then its entries sorted by key.
+fn write_object(out: &mut impl std::io::Write, text: &str, entries: &[(Span, Node)]) -> std::io::Result<()> {
     out.write_all(b"{")?;
-    out.write_all(&(map.len() as u32).to_le_bytes())?;
-    // serde_json's map is sorted by key (unless a crate turns on `preserve_order`).
-    if map.keys().is_sorted() {
-        for (k, v) in map {
-            write_text(out, k)?;
-            write_value(out, v)?;
-        }
-    } else {
-        let mut entries: Vec<_> = map.iter().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        for (k, v) in entries {
-            write_text(out, k)?;
-            write_value(out, v)?;
-        }
+    out.write_all(&(entries.len() as u32).to_le_bytes())?;
+    for (k, v) in entries {
+        write_text(out, span_str(text, *k))?;
+        write_node(out, text, v)?;
     }
     Ok(())
 }
 
 /// A value in canonical form: booleans and numbers as the text a form would send.
-fn write_value(out: &mut impl std::io::Write, value: &Value) -> std::io::Result<()> {
-    match value {
-        Value::Object(m) => write_map(out, m),
-        Value::Array(a) => {
+fn write_node(out: &mut impl std::io::Write, text: &str, node: &Node) -> std::io::Result<()> {
+    match node {
+        Node::Object(entries) => write_object(out, text, entries),
+        Node::List(items) => {
             out.write_all(b"[")?;
-            out.write_all(&(a.len() as u32).to_le_bytes())?;
-            a.iter().try_for_each(|v| write_value(out, v))
+            out.write_all(&(items.len() as u32).to_le_bytes())?;
+            items.iter().try_for_each(|v| write_node(out, text, v))
         }
-        Value::String(x) => write_text(out, x),
-        Value::Null => out.write_all(b"n"),
-        Value::Bool(b) => write_text(out, if *b { "true" } else { "false" }),
-        Value::Number(n) => write_text(out, &n.to_string()),
+        Node::String(s) | Node::Number(s) => write_text(out, span_str(text, *s)),
+        Node::Null => out.write_all(b"n"),
+        Node::Bool(b) => write_text(out, if *b { "true" } else { "false" }),
     }
 }
 
@@ -223,27 +416,20 @@ fn write_text(out: &mut impl std::io::Write, text: &str) -> std::io::Result<()> 
 
 /// The `name=value` pairs of a form body or query string, decoded (`+` is a space,
 /// `%XX` a byte, invalid UTF-8 replaced), as `application/x-www-form-urlencoded` says.
-/// A piece with nothing to decode (the usual case) is borrowed, not copied.
-fn form_pairs(input: &[u8]) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
-    input
-        .split(|&b| b == b'&')
-        .filter(|piece| !piece.is_empty())
-        .map(|piece| {
-            let (name, value) = match piece.iter().position(|&b| b == b'=') {
-                Some(eq) => (&piece[..eq], &piece[eq + 1..]),
-                None => (piece, &piece[piece.len()..]),
-            };
-            (form_decode(name), form_decode(value))
-        })
+/// The input was checked for UTF-8 once (invalid bytes replaced); a piece with nothing
+/// to decode, the usual case, is borrowed, not copied.
+fn form_pairs(input: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    input.split('&').filter(|piece| !piece.is_empty()).map(|piece| {
+        let (name, value) = piece.split_once('=').unwrap_or((piece, ""));
+        (form_decode(name), form_decode(value))
+    })
 }
 
-fn form_decode(raw: &[u8]) -> Cow<'_, str> {
-    if !raw.iter().any(|&b| b == b'%' || b == b'+') {
-        return match std::str::from_utf8(raw) {
-            Ok(s) => Cow::Borrowed(s),
-            Err(_) => String::from_utf8_lossy(raw),
-        };
+fn form_decode(raw: &str) -> Cow<'_, str> {
+    if !raw.bytes().any(|b| b == b'%' || b == b'+') {
+        return Cow::Borrowed(raw);
     }
+    let raw = raw.as_bytes();
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut bytes = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -327,7 +513,7 @@ fn split_brackets(name: &str) -> Result<Segments<'_>, ApiError> {
     Ok(out)
 }
 
-fn insert_path(node: &mut Value, full: &str, path: &[&str], leaf: Value) -> Result<(), ApiError> {
+fn insert_path(text: &mut String, node: &mut Node, full: &str, path: &[&str], leaf: Node) -> Result<(), ApiError> {
     let conflict = || {
         ApiError::invalid_request(
             format!("Invalid parameter: '{full}' mixes a value and a hash or list under one name."),
@@ -341,59 +527,68 @@ fn insert_path(node: &mut Value, full: &str, path: &[&str], leaf: Value) -> Resu
     // `[]` appends to a list; `[0]`, `[1]` … are kept as an object keyed by index and
     // turned into lists once the whole body is read.
     if seg.is_empty() {
-        if node.is_null() {
-            *node = Value::Array(Vec::new());
+        if matches!(node, Node::Null) {
+            *node = Node::List(Vec::new());
         }
-        let Value::Array(list) = node else {
+        let Node::List(list) = node else {
             return Err(conflict());
         };
         if rest.is_empty() {
             list.push(leaf);
             return Ok(());
         }
-        list.push(Value::Null);
+        list.push(Node::Null);
         let last = list.last_mut().expect("just pushed");
-        return insert_path(last, full, rest, leaf);
+        return insert_path(text, last, full, rest, leaf);
     }
-    if node.is_null() {
-        *node = Value::Object(Map::new());
+    if matches!(node, Node::Null) {
+        *node = Node::Object(Vec::new());
     }
-    let Value::Object(map) = node else {
+    let Node::Object(entries) = node else {
         return Err(conflict());
     };
-    // One search: the key is usually new, and then its `String` is needed anyway.
-    let child = map.entry(*seg).or_insert(Value::Null);
-    if rest.is_empty() && (child.is_object() || child.is_array()) {
+    let i = match entries.binary_search_by(|(k, _)| span_str(text, *k).cmp(seg)) {
+        Ok(i) => i,
+        Err(i) => {
+            let key = push_text(text, seg);
+            entries.insert(i, (key, Node::Null));
+            i
+        }
+    };
+    let child = &mut entries[i].1;
+    if rest.is_empty() && matches!(child, Node::Object(_) | Node::List(_)) {
         return Err(conflict());
     }
-    if !rest.is_empty() && child.is_string() {
+    if !rest.is_empty() && matches!(child, Node::String(_)) {
         return Err(conflict());
     }
-    insert_path(child, full, rest, leaf)
+    insert_path(text, child, full, rest, leaf)
 }
 
 /// Turns objects whose keys are exactly 0..n into lists, recursively.
-fn into_object(root: Value) -> Map<String, Value> {
-    fn fix(v: Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let indexed = !m.is_empty() && (0..m.len()).all(|i| m.contains_key(&i.to_string()));
-                if indexed {
-                    let mut items: Vec<(usize, Value)> =
-                        m.into_iter().map(|(k, v)| (k.parse().unwrap_or(0), fix(v))).collect();
-                    items.sort_by_key(|(i, _)| *i);
-                    Value::Array(items.into_iter().map(|(_, v)| v).collect())
-                } else {
-                    Value::Object(m.into_iter().map(|(k, v)| (k, fix(v))).collect())
-                }
+fn lists_from_indexes(text: &str, node: Node) -> Node {
+    match node {
+        Node::Object(entries) => {
+            let has = |key: &str| entries.binary_search_by(|(k, _)| span_str(text, *k).cmp(key)).is_ok();
+            let is_list = !entries.is_empty() && (0..entries.len()).all(|i| has(&i.to_string()));
+            if is_list {
+                let mut items: Vec<(usize, Node)> = entries
+                    .into_iter()
+                    .map(|(k, v)| (span_str(text, k).parse().unwrap_or(0), lists_from_indexes(text, v)))
+                    .collect();
+                items.sort_by_key(|(i, _)| *i);
+                Node::List(items.into_iter().map(|(_, v)| v).collect())
+            } else {
+                Node::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k, lists_from_indexes(text, v)))
+                        .collect(),
+                )
             }
-            Value::Array(a) => Value::Array(a.into_iter().map(fix).collect()),
-            other => other,
         }
-    }
-    match fix(root) {
-        Value::Object(m) => m,
-        _ => Map::new(),
+        Node::List(items) => Node::List(items.into_iter().map(|v| lists_from_indexes(text, v)).collect()),
+        other => other,
     }
 }
 
@@ -406,11 +601,36 @@ mod tests {
         Params::from_form(s.as_bytes()).unwrap()
     }
 
+    /// A parameter as JSON, to compare trees.
+    fn value(p: Param<'_>) -> Value {
+        fn of(text: &str, node: &Node) -> Value {
+            match node {
+                Node::Null => Value::Null,
+                Node::Bool(b) => json!(b),
+                Node::Number(s) => serde_json::from_str(span_str(text, *s)).unwrap(),
+                Node::String(s) => json!(span_str(text, *s)),
+                Node::Object(entries) => Value::Object(
+                    entries
+                        .iter()
+                        .map(|(k, v)| (span_str(text, *k).to_string(), of(text, v)))
+                        .collect(),
+                ),
+                Node::List(items) => Value::Array(items.iter().map(|v| of(text, v)).collect()),
+            }
+        }
+        of(p.text, p.node)
+    }
+
     #[test]
     fn bracket_notation_builds_nested_objects() {
         let p = form("amount=2000&currency=usd&metadata[order_id]=o-1&automatic_payment_methods[enabled]=true");
         assert_eq!(p.opt_u64("amount").unwrap(), Some(2000));
-        assert_eq!(p.opt_object("metadata").unwrap().unwrap()["order_id"], json!("o-1"));
+        let metadata = p.opt_object("metadata").unwrap().unwrap();
+        assert_eq!(metadata.get("order_id").and_then(|v| v.as_str()), Some("o-1"));
+        assert_eq!(
+            value(p.get("automatic_payment_methods").unwrap()),
+            json!({"enabled": "true"})
+        );
         assert_eq!(
             p.lookup_text(&["metadata".into(), "order_id".into()]).as_deref(),
             Some("o-1")
@@ -420,8 +640,12 @@ mod tests {
     #[test]
     fn lists_by_append_and_by_index() {
         let p = form("expand[]=a&expand[]=b&items[1][price]=p2&items[0][price]=p1");
-        assert_eq!(p.get("expand").unwrap(), &json!(["a", "b"]));
-        assert_eq!(p.get("items").unwrap(), &json!([{"price":"p1"},{"price":"p2"}]));
+        assert_eq!(value(p.get("expand").unwrap()), json!(["a", "b"]));
+        assert_eq!(value(p.get("items").unwrap()), json!([{"price":"p1"},{"price":"p2"}]));
+        // Keys that are not exactly 0..n stay an object.
+        let q = form("a[0]=x&a[2]=y&b[01]=z");
+        assert_eq!(value(q.get("a").unwrap()), json!({"0": "x", "2": "y"}));
+        assert_eq!(value(q.get("b").unwrap()), json!({"01": "z"}));
     }
 
     #[test]
@@ -457,7 +681,7 @@ mod tests {
             "metadata%5Border_id%5D=o%201&amount=2000",
         ];
         for case in cases {
-            let ours: Vec<(String, String)> = form_pairs(case.as_bytes())
+            let ours: Vec<(String, String)> = form_pairs(case)
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
             let reference: Vec<(String, String)> = form_urlencoded::parse(case.as_bytes())
@@ -470,6 +694,28 @@ mod tests {
             p.lookup_text(&["metadata".into(), "order_id".into()]).as_deref(),
             Some("o 1")
         );
+    }
+
+    #[test]
+    fn json_scalars_read_as_the_text_a_form_would_send() {
+        let p = Params::from_json(br#"{"amount":2000,"capture":true,"metadata":{"n":5,"b":false,"z":null,"o":{}}}"#)
+            .unwrap();
+        assert_eq!(p.opt_u64("amount").unwrap(), Some(2000));
+        assert_eq!(p.opt_bool("capture").unwrap(), Some(true));
+        assert!(p.opt_str("amount").is_err());
+        let m = p.opt_object("metadata").unwrap().unwrap();
+        let texts: Vec<_> = m.iter().map(|(k, v)| (k, v.as_text(), v.is_container())).collect();
+        assert_eq!(
+            texts,
+            [
+                ("b", Some("false"), false),
+                ("n", Some("5"), false),
+                ("o", None, true),
+                ("z", None, false)
+            ]
+        );
+        assert_eq!(p.lookup_text(&["metadata".into(), "n".into()]).as_deref(), Some("5"));
+        assert!(m.get("z").is_none(), "null is absent");
     }
 
     #[test]

@@ -2,10 +2,6 @@
 //! the pieces several operations share: the ledger movement of a charge and the
 //! errors of a decline or a blocked duplicate.
 
-use std::borrow::Cow;
-
-use serde_json::Value;
-
 use crate::provider::attempt::Attempt;
 use crate::provider::cards::{Decline, TestCard};
 use crate::provider::error::{ApiError, ErrorType};
@@ -61,7 +57,10 @@ pub(super) fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, Ap
             .ok_or_else(|| ApiError::unknown_reference("PaymentMethod", pm, "payment_method"));
     }
     if let Some(data) = p.opt_object("payment_method_data")? {
-        let number = data.get("card").and_then(|c| c.get("number")).and_then(Value::as_str);
+        let number = data
+            .get("card")
+            .and_then(|c| c.as_object()?.get("number"))
+            .and_then(|n| n.as_str());
         return match number {
             Some(n) => TestCard::resolve(n).map(Some).ok_or_else(|| {
                 card_error(&Decline {
@@ -80,11 +79,13 @@ pub(super) fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, Ap
 /// The test card named by a charge's `source` (a token, or `source[number]`).
 pub(super) fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
     let reference = match p.get("source") {
-        Some(Value::Object(m)) => m
-            .get("number")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ApiError::missing_param("source[number]"))?,
-        Some(_) => p.req_str("source")?,
+        Some(source) => match source.as_object() {
+            Some(card) => card
+                .get("number")
+                .and_then(|n| n.as_str())
+                .ok_or_else(|| ApiError::missing_param("source[number]"))?,
+            None => p.req_str("source")?,
+        },
         None => return Err(ApiError::missing_param("source")),
     };
     TestCard::resolve(reference).ok_or_else(|| ApiError::unknown_reference("source", reference, "source"))
@@ -94,7 +95,7 @@ pub(super) fn metadata(p: &Params) -> Result<Metadata, ApiError> {
     let Some(map) = p.opt_object("metadata")? else {
         return Ok(Metadata::new());
     };
-    let mut out: Vec<(&str, Cow<'_, str>)> = Vec::with_capacity(map.len());
+    let mut out: Vec<(&str, &str)> = Vec::with_capacity(map.len());
     if map.len() > MAX_METADATA_KEYS {
         return Err(ApiError::invalid_param(
             "metadata",
@@ -102,7 +103,7 @@ pub(super) fn metadata(p: &Params) -> Result<Metadata, ApiError> {
         ));
     }
     // The params map is sorted by key, so the metadata is too.
-    for (k, v) in map {
+    for (k, v) in map.iter() {
         let param = || format!("metadata[{k}]");
         if k.chars().count() > MAX_METADATA_KEY_LEN {
             return Err(ApiError::invalid_param(
@@ -110,12 +111,12 @@ pub(super) fn metadata(p: &Params) -> Result<Metadata, ApiError> {
                 format!("Metadata keys can be at most {MAX_METADATA_KEY_LEN} characters."),
             ));
         }
-        let v: Cow<'_, str> = match v {
-            Value::String(s) => Cow::Borrowed(s),
-            Value::Number(n) => Cow::Owned(n.to_string()),
-            Value::Bool(b) => Cow::Owned(b.to_string()),
-            Value::Null => continue,
-            _ => return Err(ApiError::invalid_param(&param(), "Metadata values must be strings.")),
+        if v.is_container() {
+            return Err(ApiError::invalid_param(&param(), "Metadata values must be strings."));
+        }
+        // A number or boolean counts as its text; null and "" as absent.
+        let Some(v) = v.as_text() else {
+            continue;
         };
         if v.chars().count() > MAX_METADATA_VALUE_LEN {
             return Err(ApiError::invalid_param(

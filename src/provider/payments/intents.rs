@@ -45,9 +45,7 @@ impl Payments {
         let automatic_payment_methods = match p.opt_object("automatic_payment_methods")? {
             None => None,
             Some(apm) => {
-                let enabled = Params::from_json(&serde_json::to_vec(apm).unwrap_or_default())?
-                    .opt_bool("enabled")?
-                    .unwrap_or(false);
+                let enabled = apm.opt_bool("enabled")?.unwrap_or(false);
                 Some(enabled)
             }
         };
