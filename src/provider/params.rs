@@ -90,7 +90,10 @@ impl Params {
         if input.len() > u32::MAX as usize / 2 {
             return Err(ApiError::invalid_request("Request body is too large.", None));
         }
-        let input = String::from_utf8_lossy(input);
+        let input = match std::str::from_utf8(input) {
+            Ok(valid) => Cow::Borrowed(valid),
+            Err(_) => String::from_utf8_lossy(input),
+        };
         let mut text = String::with_capacity(input.len());
         let mut root = Node::Object(Vec::with_capacity(8));
         let mut count = 0usize;
@@ -419,9 +422,27 @@ fn write_text(out: &mut impl std::io::Write, text: &str) -> std::io::Result<()> 
 /// The input was checked for UTF-8 once (invalid bytes replaced); a piece with nothing
 /// to decode, the usual case, is borrowed, not copied.
 fn form_pairs(input: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
-    input.split('&').filter(|piece| !piece.is_empty()).map(|piece| {
-        let (name, value) = piece.split_once('=').unwrap_or((piece, ""));
-        (form_decode(name), form_decode(value))
+    // A byte scan: the separators are ASCII, so every cut is a character boundary.
+    let bytes = input.as_bytes();
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        while start < bytes.len() {
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b'&')
+                .map_or(bytes.len(), |i| start + i);
+            let piece = &input[start..end];
+            start = end + 1;
+            if piece.is_empty() {
+                continue;
+            }
+            let (name, value) = match piece.bytes().position(|b| b == b'=') {
+                Some(eq) => (&piece[..eq], &piece[eq + 1..]),
+                None => (piece, ""),
+            };
+            return Some((form_decode(name), form_decode(value)));
+        }
+        None
     })
 }
 
