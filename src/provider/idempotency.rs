@@ -381,6 +381,25 @@ mod tests {
         )
     }
 
+    #[test]
+    fn fingerprint_is_the_hash_of_the_canonical_form_whatever_its_length() {
+        for n in [1, 10, 40, 200] {
+            let body: String = (0..n)
+                .map(|i| format!("metadata[k{i}]={}&", "v".repeat(i % 7)))
+                .collect();
+            let params = Params::from_form(body.as_bytes()).unwrap();
+            let mut h = Sha256::new();
+            h.update(b"POST\0/v1/charges\0");
+            h.update(params.canonical());
+            let digest = h.finalize();
+            assert_eq!(
+                Fingerprint::of("POST", "/v1/charges", &params).0,
+                digest[..16],
+                "{n} params"
+            );
+        }
+    }
+
     fn resp(status: u16) -> StoredResponse {
         StoredResponse::new(
             status,
