@@ -7,17 +7,12 @@
 -- No request() function: wrk builds the request once. The last line is a
 -- machine-readable summary.
 
+local common = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "common.lua")
+
 wrk.method = "POST"
 wrk.path = "/v1/payment_intents"
-wrk.body = "amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=bench-replay-1"
-wrk.headers["Authorization"] = "Bearer sk_test_bench"
-wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
-wrk.headers["Idempotency-Key"] = "bench-replay-1-k"
-
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'BENCH {"requests":%d,"duration_us":%d,"rps":%.1f,"p50_us":%d,"p99_us":%d,"status_errors":%d,"socket_errors":%d}\n',
-    summary.requests, summary.duration, summary.requests / (summary.duration / 1e6),
-    latency:percentile(50), latency:percentile(99), e.status, e.connect + e.read + e.write + e.timeout))
+wrk.body = common.body("bench-replay-1")
+for name, value in pairs(common.headers) do
+  wrk.headers[name] = value
 end
+wrk.headers["Idempotency-Key"] = "bench-replay-1-k"
