@@ -8,7 +8,6 @@
 //! `Request-Id`, logs one line per request at debug level, counts requests for
 //! `/metrics`, and turns a panic into a Stripe-shaped 500.
 
-use std::any::Any;
 use std::convert::Infallible;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -95,7 +94,7 @@ async fn method_not_allowed(req: Request<Body>) -> Response {
 }
 
 /// A panic in a handler: a Stripe-shaped 500, and the server lives on.
-fn panic_response(_: Box<dyn Any + Send>) -> Response {
+fn panic_response() -> Response {
     error_response(&ApiError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         ErrorType::ApiError,
@@ -177,13 +176,13 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<
         let this = self.project();
         let Some(inner) = this.inner.as_pin_mut() else {
             // The router itself panicked.
-            return Poll::Ready(Ok(panic_response(Box::new(()))));
+            return Poll::Ready(Ok(panic_response()));
         };
         let mut resp = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(Ok(resp))) => resp,
             // A panicking request is answered, but neither counted nor given a Request-Id.
-            Err(panic) => return Poll::Ready(Ok(panic_response(panic))),
+            Err(_) => return Poll::Ready(Ok(panic_response())),
         };
         if let Some(o) = this.observed.take() {
             if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {

@@ -136,15 +136,7 @@ impl CorrelationSource {
     }
 
     pub fn of(&self, params: &Params) -> Option<CorrelationId> {
-        params.lookup_text(&self.0).map(|s| CorrelationId::new(&s))
-    }
-
-    /// The metadata key this source reads, if it reads one (for search indexing).
-    pub fn metadata_key(&self) -> Option<&str> {
-        match self.0.as_slice() {
-            [m, k] if m == "metadata" => Some(k),
-            _ => None,
-        }
+        params.lookup_text(&self.0).map(CorrelationId::new)
     }
 }
 
