@@ -124,26 +124,12 @@ impl Text {
                             let quoted = serde_json::to_string(raw).unwrap_or_default();
                             out.push_str(&quoted[1..quoted.len() - 1]);
                         }
-                        Escape::Form => out.extend(form_urlencoded_byte_serialize(raw)),
+                        Escape::Form => out.extend(form_urlencoded::byte_serialize(raw.as_bytes())),
                     }
                 }
             }
         }
     }
-}
-
-fn form_urlencoded_byte_serialize(s: &str) -> impl Iterator<Item = char> + '_ {
-    s.bytes().flat_map(|b| {
-        let keep = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'*');
-        let chars: Vec<char> = if keep {
-            vec![b as char]
-        } else if b == b' ' {
-            vec!['+']
-        } else {
-            format!("%{b:02X}").chars().collect()
-        };
-        chars
-    })
 }
 
 /// The body format of a template.
