@@ -97,6 +97,40 @@ pub enum ProfilesCommand {
     },
 }
 
+/// `--idempotency`: the CLI's names for [`IdempotencyMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IdempotencyArg {
+    Stripe,
+    Ietf,
+}
+
+impl From<IdempotencyArg> for IdempotencyMode {
+    fn from(arg: IdempotencyArg) -> Self {
+        match arg {
+            IdempotencyArg::Stripe => IdempotencyMode::Stripe,
+            IdempotencyArg::Ietf => IdempotencyMode::Ietf,
+        }
+    }
+}
+
+/// `--duplicates`: the CLI's names for [`DuplicatePolicy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DuplicatesArg {
+    /// Charge again and flag it, as a real provider would.
+    Allow,
+    /// Refuse with a 402 `duplicate_transaction` decline and count it as blocked.
+    Reject,
+}
+
+impl From<DuplicatesArg> for DuplicatePolicy {
+    fn from(arg: DuplicatesArg) -> Self {
+        match arg {
+            DuplicatesArg::Allow => DuplicatePolicy::Allow,
+            DuplicatesArg::Reject => DuplicatePolicy::Reject,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// Fault profile: a bundled name (see `fauxpay profiles list`) or a path to a TOML file.
@@ -108,7 +142,7 @@ pub struct ServeArgs {
     /// Idempotency semantics: `stripe` (400 on a reused key with other parameters) or
     /// `ietf` (the IETF Idempotency-Key draft: 422, and keys may be RFC 8941 strings).
     #[arg(long, value_enum, default_value = "stripe")]
-    pub idempotency: IdempotencyMode,
+    pub idempotency: IdempotencyArg,
     /// How long a stored idempotent response is kept; afterwards the same key makes a
     /// new payment (e.g. 24h, 10m, 30s).
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
@@ -123,7 +157,7 @@ pub struct ServeArgs {
     /// A new key for an already-charged correlation id: `allow` charges again and flags
     /// it (like a real provider), `reject` answers 402 duplicate_transaction.
     #[arg(long, value_enum, default_value = "allow")]
-    pub duplicates: DuplicatePolicy,
+    pub duplicates: DuplicatesArg,
     /// Accept only this exact API key (default: any sk_test_… key).
     #[arg(long, env = "FAUXPAY_API_KEY")]
     pub api_key: Option<String>,

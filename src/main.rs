@@ -170,11 +170,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = Config {
         profile,
         profile_source,
-        idempotency: args.idempotency,
+        idempotency: args.idempotency.into(),
         key_ttl: args.key_ttl,
         require_idempotency_key: args.require_idempotency_key,
         correlate: args.correlate,
-        duplicates: args.duplicates,
+        duplicates: args.duplicates.into(),
         api_key: args.api_key,
         admin_token: args.admin_token,
     };

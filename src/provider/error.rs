@@ -5,12 +5,69 @@
 //! Stripe's SDKs raise their usual exception classes. An error also knows whether it
 //! arose while the endpoint was *executing* (a decline, an unexpected state: stored
 //! under the idempotency key and replayed) or before it (a validation failure: never
-//! stored), which is the line Stripe draws.
+//! stored), which is the line Stripe draws. The HTTP status is a [`Status`], a closed
+//! set of what the API answers with; the edge turns it into the wire status.
 
 use std::borrow::Cow;
 
-use axum::http::StatusCode;
 use serde_json::{json, Value};
+
+/// The statuses fauxpay's errors are answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    BadRequest,
+    Unauthorized,
+    PaymentRequired,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    UnprocessableEntity,
+    TooManyRequests,
+    InternalServerError,
+    BadGateway,
+    ServiceUnavailable,
+    GatewayTimeout,
+}
+
+impl Status {
+    /// The numeric HTTP status.
+    pub fn code(self) -> u16 {
+        match self {
+            Status::BadRequest => 400,
+            Status::Unauthorized => 401,
+            Status::PaymentRequired => 402,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::Conflict => 409,
+            Status::PayloadTooLarge => 413,
+            Status::UnsupportedMediaType => 415,
+            Status::UnprocessableEntity => 422,
+            Status::TooManyRequests => 429,
+            Status::InternalServerError => 500,
+            Status::BadGateway => 502,
+            Status::ServiceUnavailable => 503,
+            Status::GatewayTimeout => 504,
+        }
+    }
+
+    /// The 5xx a fault injects (500, 502, 503 or 504; anything else is a 500).
+    pub fn server_error(code: u16) -> Self {
+        match code {
+            502 => Status::BadGateway,
+            503 => Status::ServiceUnavailable,
+            504 => Status::GatewayTimeout,
+            _ => Status::InternalServerError,
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.code())
+    }
+}
 
 /// Stripe's error `type` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +93,7 @@ impl ErrorType {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{status} {}: {message}", kind.as_str())]
 pub struct ApiError {
-    pub status: StatusCode,
+    pub status: Status,
     pub kind: ErrorType,
     pub code: Option<Cow<'static, str>>,
     pub decline_code: Option<Cow<'static, str>>,
@@ -52,7 +109,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, kind: ErrorType, message: impl Into<String>) -> Self {
+    pub fn new(status: Status, kind: ErrorType, message: impl Into<String>) -> Self {
         Self {
             status,
             kind,
@@ -67,7 +124,7 @@ impl ApiError {
     }
 
     pub fn invalid_request(message: impl Into<String>, param: Option<String>) -> Self {
-        let mut e = Self::new(StatusCode::BAD_REQUEST, ErrorType::InvalidRequestError, message);
+        let mut e = Self::new(Status::BadRequest, ErrorType::InvalidRequestError, message);
         e.param = param;
         e
     }
@@ -83,7 +140,7 @@ impl ApiError {
 
     pub fn unknown_object(kind: &str, id: &str, param: &str) -> Self {
         let mut e = Self::new(
-            StatusCode::NOT_FOUND,
+            Status::NotFound,
             ErrorType::InvalidRequestError,
             format!("No such {kind}: '{id}'"),
         )
@@ -95,7 +152,7 @@ impl ApiError {
     /// An id passed as a parameter that names no object: 400, as Stripe answers.
     pub fn unknown_reference(kind: &str, id: &str, param: &str) -> Self {
         let mut e = Self::unknown_object(kind, id, param);
-        e.status = StatusCode::BAD_REQUEST;
+        e.status = Status::BadRequest;
         e
     }
 
@@ -106,7 +163,7 @@ impl ApiError {
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, ErrorType::InvalidRequestError, message)
+        Self::new(Status::Unauthorized, ErrorType::InvalidRequestError, message)
     }
 
     pub fn with_code(mut self, code: impl Into<Cow<'static, str>>) -> Self {
@@ -141,25 +198,26 @@ impl ApiError {
             "type": self.kind.as_str(),
             "message": self.message,
         });
-        let obj = error.as_object_mut().expect("object literal");
-        if let Some(code) = &self.code {
-            obj.insert("code".into(), json!(code));
-            obj.insert(
-                "doc_url".into(),
-                json!(format!(
-                    "https://stripe.com/docs/error-codes/{}",
-                    code.replace('_', "-")
-                )),
-            );
-        }
-        if let Some(d) = &self.decline_code {
-            obj.insert("decline_code".into(), json!(d));
-        }
-        if let Some(p) = &self.param {
-            obj.insert("param".into(), json!(p));
-        }
-        for (k, v) in &self.extra {
-            obj.insert((*k).into(), v.clone());
+        if let Some(obj) = error.as_object_mut() {
+            if let Some(code) = &self.code {
+                obj.insert("code".into(), json!(code));
+                obj.insert(
+                    "doc_url".into(),
+                    json!(format!(
+                        "https://stripe.com/docs/error-codes/{}",
+                        code.replace('_', "-")
+                    )),
+                );
+            }
+            if let Some(d) = &self.decline_code {
+                obj.insert("decline_code".into(), json!(d));
+            }
+            if let Some(p) = &self.param {
+                obj.insert("param".into(), json!(p));
+            }
+            for (k, v) in &self.extra {
+                obj.insert((*k).into(), v.clone());
+            }
         }
         json!({ "error": error })
     }

@@ -15,18 +15,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::http::Method;
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 use serde::{Serialize, Serializer};
 
-use super::cards::Decline;
-use super::error::ApiError;
-use super::ids::{CorrelationId, IdempotencyKey, ObjectId, RequestId};
-use super::ledger::now_ms;
-use super::params::Params;
-use super::shard::{FastMap, Hasher, Sharded, SHARDS};
+use crate::provider::endpoint::Verb;
+
 use crate::faults::{self, Decision, Fault, FaultEngine, Profile, RequestFacts, When};
+use crate::provider::cards::Decline;
+use crate::provider::error::ApiError;
+use crate::provider::ids::{CorrelationId, IdempotencyKey, ObjectId, RequestId};
+use crate::provider::ledger::now_ms;
+use crate::provider::params::Params;
+use crate::provider::shard::{FastMap, Hasher, Sharded, SHARDS};
 
 /// Requests kept for `GET /__fauxpay/requests`.
 pub const REQUEST_LOG_CAPACITY: usize = 16_384;
@@ -53,20 +54,15 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The fault acting before the commit (nothing charged, nothing stored).
-    pub fn before_commit(&self) -> Option<&Fault> {
-        self.decision.fault.as_ref().filter(|f| {
-            matches!(f, Fault::RateLimit { .. })
-                || (!matches!(f, Fault::SlowBody { .. } | Fault::Decline { .. }) && f.when() == When::BeforeCommit)
-        })
-    }
-
-    /// The fault acting on the response after the commit.
-    pub fn after_commit(&self) -> Option<&Fault> {
-        self.decision.fault.as_ref().filter(|f| {
-            matches!(f, Fault::SlowBody { .. })
-                || (!matches!(f, Fault::RateLimit { .. } | Fault::Decline { .. }) && f.when() == When::AfterCommit)
-        })
+    /// The fault acting on the request at `when` ([`Fault::when`] says which): before
+    /// the commit nothing is charged and nothing stored; after it the response is kept
+    /// from the client, replaced or dribbled. A decline is not among them: it acts
+    /// inside the operation, through [`Plan::decline`].
+    pub fn acting(&self, when: When) -> Option<&Fault> {
+        self.decision
+            .fault
+            .as_ref()
+            .filter(|f| f.when() == when && !matches!(f, Fault::Decline { .. }))
     }
 
     /// A decline the fault forces in place of the card's outcome.
@@ -92,8 +88,8 @@ pub struct RequestRecord {
     pub seq: u64,
     pub request_id: RequestId,
     pub time_ms: u64,
-    #[serde(serialize_with = "ser_method")]
-    pub method: Method,
+    #[serde(serialize_with = "ser_verb")]
+    pub method: Verb,
     pub path: Box<str>,
     pub identity: Arc<str>,
     pub attempt: u32,
@@ -109,7 +105,7 @@ pub struct RequestRecord {
     pub object: Option<ObjectId>,
 }
 
-fn ser_method<S: Serializer>(m: &Method, s: S) -> Result<S::Ok, S::Error> {
+fn ser_verb<S: Serializer>(m: &Verb, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(m.as_str())
 }
 
@@ -120,7 +116,12 @@ pub enum Outcome {
     /// Not ended yet (never logged as such).
     Pending,
     Status(u16),
-    Broken(&'static str),
+    /// Closed without a response byte.
+    Dropped,
+    /// Reset (RST).
+    Reset,
+    /// Held (`hang`) until the hold ended or the client left.
+    Hung,
 }
 
 impl Serialize for Outcome {
@@ -128,7 +129,9 @@ impl Serialize for Outcome {
         match self {
             Outcome::Pending => s.serialize_str(""),
             Outcome::Status(code) => s.collect_str(code),
-            Outcome::Broken(what) => s.serialize_str(what),
+            Outcome::Dropped => s.serialize_str("dropped"),
+            Outcome::Reset => s.serialize_str("reset"),
+            Outcome::Hung => s.serialize_str("hung"),
         }
     }
 }
@@ -177,7 +180,7 @@ pub struct FaultInjector {
     anonymous: AtomicU64,
     log: Sharded<VecDeque<RequestRecord>>,
     log_seq: AtomicU64,
-    counts: Sharded<FastMap<(&'static str, &'static str), u64>>,
+    counts: Sharded<FastMap<(&'static str, When), u64>>,
 }
 
 impl FaultInjector {
@@ -245,12 +248,7 @@ impl FaultInjector {
             })
         };
         if let Some(f) = &decision.fault {
-            let when = match f {
-                Fault::RateLimit { .. } | Fault::Decline { .. } => "before_commit",
-                Fault::SlowBody { .. } => "after_commit",
-                other => other.when().as_str(),
-            };
-            let key = (f.kind(), when);
+            let key = (f.kind(), f.when());
             *self.counts.lock(&key).entry(key).or_default() += 1;
         }
         let label = decision.label().map(Arc::from);
@@ -284,13 +282,13 @@ impl FaultInjector {
     }
 
     /// Faults applied so far, by kind and `when`.
-    pub fn counts(&self) -> Vec<((&'static str, &'static str), u64)> {
+    pub fn counts(&self) -> Vec<((&'static str, When), u64)> {
         let mut out: Vec<_> = self
             .counts
             .iter()
             .flat_map(|s| s.lock().iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>())
             .collect();
-        out.sort();
+        out.sort_by_key(|((kind, when), _)| (*kind, when.as_str()));
         out
     }
 
@@ -363,8 +361,8 @@ mod tests {
         let key = IdempotencyKey::parse("k").unwrap();
         let first = inj.plan(&input(&params, Some(&key))).unwrap();
         assert_eq!(first.attempt, 1);
-        assert!(first.after_commit().is_some());
-        assert!(first.before_commit().is_none());
+        assert!(first.acting(When::AfterCommit).is_some());
+        assert!(first.acting(When::BeforeCommit).is_none());
         let second = inj.plan(&input(&params, Some(&key))).unwrap();
         assert_eq!(second.attempt, 2);
         assert!(second.decision.fault.is_none(), "first_attempts = 1");
@@ -372,7 +370,7 @@ mod tests {
         assert_eq!(anon.attempt, 1);
         assert_eq!(
             inj.counts(),
-            vec![(("drop_response", "after_commit"), 2)],
+            vec![(("drop_response", When::AfterCommit), 2)],
             "the key's first attempt and the anonymous request"
         );
         inj.reset();
@@ -384,11 +382,11 @@ mod tests {
         let inj = injector("name = \"t\"\ndescription = \"t\"\nseed = 1\n");
         let params = Params::from_form(b"payment_method=pm_fault_reset_before_commit").unwrap();
         let plan = inj.plan(&input(&params, None)).unwrap();
-        assert!(matches!(plan.before_commit(), Some(Fault::Reset { .. })));
+        assert!(matches!(plan.acting(When::BeforeCommit), Some(Fault::Reset { .. })));
         let mut i = input(&params, None);
         i.forced = Some("rate_limit; retry_after=2s");
         assert!(matches!(
-            inj.plan(&i).unwrap().before_commit(),
+            inj.plan(&i).unwrap().acting(When::BeforeCommit),
             Some(Fault::RateLimit { .. })
         ));
         i.forced = Some("bogus");
@@ -403,7 +401,7 @@ mod tests {
                 seq: 0,
                 request_id: RequestId::generate(),
                 time_ms: 0,
-                method: Method::POST,
+                method: Verb::Post,
                 path: "/".into(),
                 identity: format!("id-{i}").into(),
                 attempt: 1,

@@ -20,12 +20,12 @@ use sha2::{Digest, Sha256};
 
 use super::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
 use super::params::Params;
-use super::payments::Reply;
+use super::reply::Reply;
 use super::shard::{Hasher, Sharded};
 
 /// How strictly keys are treated: Stripe's behaviour, or the IETF
 /// `Idempotency-Key` header draft's (422 on a mismatch, RFC 8941 string keys).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Stripe,
     Ietf,

@@ -9,8 +9,9 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::ledger::Ledger;
-use super::shard::{FastMap, Sharded};
+use crate::faults::When;
+use crate::provider::ledger::Ledger;
+use crate::provider::shard::{FastMap, Sharded};
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
 const BUCKETS: [f64; 14] = [
@@ -68,7 +69,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition of every metric.
-    pub fn render(&self, ledger: &Ledger, faults: &[((&'static str, &'static str), u64)]) -> String {
+    pub fn render(&self, ledger: &Ledger, faults: &[((&'static str, When), u64)]) -> String {
         let mut out = String::with_capacity(4096);
         let mut rows: Vec<(RequestLabel, u64)> = Vec::new();
         for shard in self.requests.iter() {
@@ -181,7 +182,7 @@ mod tests {
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(3));
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(30));
         Metrics::bump(&m.replays);
-        let text = m.render(&Ledger::default(), &[(("reset", "after_commit"), 3)]);
+        let text = m.render(&Ledger::default(), &[(("reset", When::AfterCommit), 3)]);
         assert!(text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"));
         assert!(text.contains("fauxpay_idempotent_replays_total 1"));
         assert!(text.contains("fauxpay_faults_total{kind=\"reset\",when=\"after_commit\"} 3"));

@@ -737,7 +737,7 @@ mod tests {
     fn malformed_names_and_conflicts_are_errors_naming_the_param() {
         for bad in ["metadata[a=1", "[a]=1", "metadata[a]x=1", "a=1&a[b]=2", "a[b]=1&a=2"] {
             let err = Params::from_form(bad.as_bytes()).unwrap_err();
-            assert_eq!(err.status.as_u16(), 400, "{bad}");
+            assert_eq!(err.status.code(), 400, "{bad}");
             assert!(err.param.is_some(), "{bad}");
         }
         let deep = format!("a{}=1", "[x]".repeat(MAX_DEPTH));

@@ -1,7 +1,10 @@
 //! The payment rules, exercised without HTTP.
 
+use serde_json::Value;
+
 use super::*;
 use crate::provider::ids::{IdempotencyKey, RequestId};
+use crate::provider::params::Params;
 
 fn payments(policy: DuplicatePolicy) -> Payments {
     Payments::new(policy, CorrelationSource::parse("metadata.order_id").unwrap())
@@ -45,7 +48,7 @@ fn decline_leaves_intent_requiring_payment_method_and_no_money_moved() {
             &attempt("k"),
         )
         .unwrap_err();
-    assert_eq!(err.status.as_u16(), 402);
+    assert_eq!(err.status.code(), 402);
     assert_eq!(err.decline_code.as_deref(), Some("insufficient_funds"));
     assert!(err.executed);
     let body = err.body();

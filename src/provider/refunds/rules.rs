@@ -3,14 +3,18 @@
 
 use std::sync::Arc;
 
-use super::fields::metadata;
-use super::{Payments, Reply};
+use super::object::Refund;
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
+use crate::provider::fields::metadata;
 use crate::provider::ids::{ChargeId, PaymentIntentId, RefundId, Token};
+use crate::provider::json::now_unix;
 use crate::provider::ledger::{Movement, MovementId, MovementKind, OverRefund};
-use crate::provider::objects::{now_unix, IntentStatus, Refund};
+use crate::provider::paging::list_page;
 use crate::provider::params::Params;
+use crate::provider::payment_intents::object::IntentStatus;
+use crate::provider::payments::Payments;
+use crate::provider::reply::Reply;
 
 impl Payments {
     pub fn create_refund(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
@@ -136,7 +140,7 @@ impl Payments {
     pub fn list_refunds(&self, p: &Params) -> Result<Reply, ApiError> {
         let charge = p.opt_str("charge")?;
         let pi = p.opt_str("payment_intent")?;
-        self.list_page(
+        list_page(
             &self.refunds,
             p,
             "/v1/refunds",

@@ -1,6 +1,8 @@
 //! A payment intent: its state, and its Stripe JSON (written straight to bytes on the
 //! hot path, and through `Serialize` for `to_json`; a test holds the two to the same bytes).
 
+use std::sync::Arc;
+
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -8,8 +10,9 @@ use serde_json::Value;
 use crate::provider::cards::{Decline, TestCard};
 use crate::provider::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
 use crate::provider::money::Currency;
+use crate::provider::table::Keyed;
 
-use super::{write, Metadata, Null, CLIENT_SECRET};
+use crate::provider::json::{write, Metadata, Null, CLIENT_SECRET};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -334,5 +337,12 @@ impl Serialize for PaymentIntent {
         o.serialize_field("transfer_data", &Null)?;
         o.serialize_field("transfer_group", &text(|t| &t.transfer_group))?;
         o.end()
+    }
+}
+
+impl Keyed for Arc<PaymentIntent> {
+    type Key = PaymentIntentId;
+    fn key(&self) -> PaymentIntentId {
+        self.id
     }
 }

@@ -6,18 +6,19 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::fields::{card_error, duplicate_decline, metadata, movement_for, payment_method, text};
-use super::{search_page, DuplicatePolicy, Payments, Reply};
+use super::object::{CancellationReason, CaptureMethod, IntentStatus, IntentText, LastPaymentError, PaymentIntent};
 use crate::provider::attempt::Attempt;
+use crate::provider::charges::object::{Charge, NewCharge};
 use crate::provider::error::ApiError;
+use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, payment_method, text};
 use crate::provider::ids::{PaymentIntentId, PaymentMethodId};
+use crate::provider::json::now_unix;
 use crate::provider::ledger::{LedgerEntry, MovementKind};
 use crate::provider::money::{check_amount, Currency};
-use crate::provider::objects::{
-    now_unix, CancellationReason, CaptureMethod, Charge, IntentStatus, IntentText, LastPaymentError, NewCharge,
-    PaymentIntent,
-};
+use crate::provider::paging::{list_page, search_page};
 use crate::provider::params::Params;
+use crate::provider::payments::{DuplicatePolicy, Payments};
+use crate::provider::reply::Reply;
 use crate::provider::search::Searchable;
 
 impl Payments {
@@ -282,7 +283,7 @@ impl Payments {
 
     pub fn list_intents(&self, p: &Params) -> Result<Reply, ApiError> {
         let customer = p.opt_str("customer")?;
-        self.list_page(
+        list_page(
             &self.intents,
             p,
             "/v1/payment_intents",

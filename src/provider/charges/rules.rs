@@ -5,15 +5,17 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::fields::{card_error, duplicate_decline, metadata, movement_for, source, text};
-use super::{search_page, DuplicatePolicy, Payments, Reply};
+use super::object::{Charge, ChargeStatus, NewCharge};
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
+use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, source, text};
 use crate::provider::ids::{ChargeId, PaymentMethodId};
 use crate::provider::ledger::{LedgerEntry, MovementKind};
 use crate::provider::money::{check_amount, Currency};
-use crate::provider::objects::{Charge, ChargeStatus, NewCharge};
+use crate::provider::paging::{list_page, search_page};
 use crate::provider::params::Params;
+use crate::provider::payments::{DuplicatePolicy, Payments};
+use crate::provider::reply::Reply;
 use crate::provider::search::Searchable;
 
 impl Payments {
@@ -80,7 +82,7 @@ impl Payments {
     }
 
     /// Captures an authorised charge; the caller holds its ledger entry.
-    pub(super) fn capture_charge_locked(
+    pub(crate) fn capture_charge_locked(
         &self,
         id: &ChargeId,
         amount: u64,
@@ -131,7 +133,7 @@ impl Payments {
 
     pub fn list_charges(&self, p: &Params) -> Result<Reply, ApiError> {
         let pi = p.opt_str("payment_intent")?;
-        self.list_page(
+        list_page(
             &self.charges,
             p,
             "/v1/charges",

@@ -1,6 +1,8 @@
 //! A charge: its state, what a new one is made of, and its Stripe JSON (written
 //! straight to bytes, and through `Serialize`; a test holds the two to the same bytes).
 
+use std::sync::Arc;
+
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -8,8 +10,9 @@ use serde_json::Value;
 use crate::provider::cards::{Decline, TestCard};
 use crate::provider::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
 use crate::provider::money::Currency;
+use crate::provider::table::Keyed;
 
-use super::{now_unix, write, Metadata, Null, Prefixed, BALANCE_TRANSACTION};
+use crate::provider::json::{now_unix, write, Metadata, Null, Prefixed, BALANCE_TRANSACTION};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -364,5 +367,12 @@ impl Serialize for Charge {
         o.serialize_field("transfer_data", &Null)?;
         o.serialize_field("transfer_group", &Null)?;
         o.end()
+    }
+}
+
+impl Keyed for Arc<Charge> {
+    type Key = ChargeId;
+    fn key(&self) -> ChargeId {
+        self.id
     }
 }

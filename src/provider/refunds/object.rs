@@ -1,13 +1,16 @@
 //! A refund and its Stripe JSON.
 
+use std::sync::Arc;
+
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::provider::ids::{ChargeId, PaymentIntentId, RefundId, Token};
 use crate::provider::money::Currency;
+use crate::provider::table::Keyed;
 
-use super::{Metadata, Null, Prefixed};
+use crate::provider::json::{Metadata, Null, Prefixed};
 
 #[derive(Debug, Clone)]
 pub struct Refund {
@@ -47,5 +50,12 @@ impl Serialize for Refund {
         o.serialize_field("status", "succeeded")?;
         o.serialize_field("transfer_reversal", &Null)?;
         o.end()
+    }
+}
+
+impl Keyed for Arc<Refund> {
+    type Key = RefundId;
+    fn key(&self) -> RefundId {
+        self.id
     }
 }

@@ -4,9 +4,10 @@
 
 use crate::provider::attempt::Attempt;
 use crate::provider::cards::{Decline, TestCard};
-use crate::provider::error::{ApiError, ErrorType};
+use crate::provider::charges::object::Charge;
+use crate::provider::error::{ApiError, ErrorType, Status};
+use crate::provider::json::Metadata;
 use crate::provider::ledger::{Movement, MovementId};
-use crate::provider::objects::{Charge, Metadata};
 use crate::provider::params::Params;
 
 /// Stripe's metadata limits, and the longest free text field.
@@ -15,7 +16,7 @@ const MAX_METADATA_KEY_LEN: usize = 40;
 const MAX_METADATA_VALUE_LEN: usize = 500;
 const MAX_TEXT_LEN: usize = 5_000;
 
-pub(super) fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
+pub fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
     Movement {
         id: MovementId::Charge(charge.id),
         amount: charge.amount_captured,
@@ -27,19 +28,15 @@ pub(super) fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
 }
 
 /// A 402 card error, stored and replayed like any executed response.
-pub(super) fn card_error(d: &Decline) -> ApiError {
-    let mut e = ApiError::new(
-        axum::http::StatusCode::PAYMENT_REQUIRED,
-        ErrorType::CardError,
-        d.message.clone(),
-    )
-    .with_code(d.code.clone())
-    .executed();
+pub fn card_error(d: &Decline) -> ApiError {
+    let mut e = ApiError::new(Status::PaymentRequired, ErrorType::CardError, d.message.clone())
+        .with_code(d.code.clone())
+        .executed();
     e.decline_code = Some(d.decline_code.clone());
     e
 }
 
-pub(super) fn duplicate_decline() -> ApiError {
+pub fn duplicate_decline() -> ApiError {
     card_error(&Decline {
         code: "card_declined".into(),
         decline_code: "duplicate_transaction".into(),
@@ -48,7 +45,7 @@ pub(super) fn duplicate_decline() -> ApiError {
 }
 
 /// The test card named by `payment_method` (or `payment_method_data[card][number]`).
-pub(super) fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, ApiError> {
+pub fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, ApiError> {
     if let Some(pm) = p.opt_str("payment_method")? {
         // A magic `pm_fault_…` method charges its underlying test card.
         let card = crate::faults::forced_by_payment_method(pm).map_or(pm, |(_, card)| card);
@@ -77,7 +74,7 @@ pub(super) fn payment_method(p: &Params) -> Result<Option<&'static TestCard>, Ap
 }
 
 /// The test card named by a charge's `source` (a token, or `source[number]`).
-pub(super) fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
+pub fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
     let reference = match p.get("source") {
         Some(source) => match source.as_object() {
             Some(card) => card
@@ -91,7 +88,7 @@ pub(super) fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
     TestCard::resolve(reference).ok_or_else(|| ApiError::unknown_reference("source", reference, "source"))
 }
 
-pub(super) fn metadata(p: &Params) -> Result<Metadata, ApiError> {
+pub fn metadata(p: &Params) -> Result<Metadata, ApiError> {
     let Some(map) = p.opt_object("metadata")? else {
         return Ok(Metadata::new());
     };
@@ -131,7 +128,7 @@ pub(super) fn metadata(p: &Params) -> Result<Metadata, ApiError> {
     Ok(Metadata::from_sorted(&out))
 }
 
-pub(super) fn text(p: &Params, name: &str) -> Result<Option<Box<str>>, ApiError> {
+pub fn text(p: &Params, name: &str) -> Result<Option<Box<str>>, ApiError> {
     match p.opt_str(name)? {
         Some(s) if s.chars().count() > MAX_TEXT_LEN => Err(ApiError::invalid_param(
             name,

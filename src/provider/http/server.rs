@@ -13,7 +13,6 @@
 //! connections close, and in-flight requests finish before [`serve_connections`]
 //! returns.
 
-use std::any::Any;
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
@@ -28,21 +27,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
 use tower_service::Service;
 
-/// How a handler wants its connection to end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Abort {
-    /// Close the connection (FIN) without sending a response byte.
-    Close,
-    /// Reset the connection (RST): the client sees ECONNRESET.
-    Reset,
-}
-
-/// A request held by a `hang`: what it keeps alive, and for how long.
-pub struct Hold {
-    pub duration: Duration,
-    /// Dropped when the hold ends (an idempotency claim, an in-flight count…).
-    pub keep: Box<dyn Any + Send>,
-}
+use crate::provider::pipeline::{Abort, Hold};
 
 /// How a handler ends its connection.
 enum Ending {
@@ -129,8 +114,6 @@ where
     S::Future: Send + 'static,
 {
     let _ = stream.set_nodelay(true);
-    #[cfg(unix)]
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let control = Arc::new(ConnControl::default());
     let service = {
         let control = control.clone();
@@ -147,14 +130,13 @@ where
             _ = &mut conn => return,
             ending = control.ended() => match ending {
                 Ending::Abort(how) => {
-                    #[cfg(unix)]
+                    // Take the socket back from the HTTP state (nothing was written), then
+                    // drop it: FIN, or RST after a zero linger.
+                    let stream = conn.into_parts().io.into_inner();
                     if how == Abort::Reset {
-                        // SAFETY: `conn` owns the socket and is alive until this function
-                        // returns, so `fd` is open for the duration of this borrow.
-                        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-                        let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
+                        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
                     }
-                    // Returning drops `conn` and closes the socket: FIN, or RST after zero linger.
+                    drop(stream);
                     return;
                 }
                 Ending::Hold(hold) => {

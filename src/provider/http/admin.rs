@@ -23,14 +23,12 @@ use axum::Json;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::error::ApiError;
-use super::error::ErrorType;
-use super::execute::error_response;
-use super::extract::ApiRequest;
-use super::extract::MAX_BODY_BYTES;
-use super::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
-use super::Provider;
+use super::extract::{ApiRequest, MAX_BODY_BYTES};
 use crate::faults;
+use crate::provider::app::Provider;
+use crate::provider::error::{ApiError, ErrorType, Status};
+use crate::provider::fault_injection::REQUEST_LOG_CAPACITY;
+use crate::provider::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
 
 type AppState = Arc<Provider>;
 
@@ -60,9 +58,10 @@ async fn admin_auth(State(app): State<AppState>, req: Request<axum::body::Body>,
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         if presented != Some(token.as_str()) {
-            return error_response(&ApiError::unauthorized(
+            return ApiError::unauthorized(
                 "The fauxpay admin API requires 'Authorization: Bearer <admin token>' (fauxpay serve --admin-token).",
-            ));
+            )
+            .into_response();
         }
     }
     next.run(req).await
@@ -82,7 +81,7 @@ async fn health(State(app): State<AppState>) -> Response {
 async fn ledger(State(app): State<AppState>, req: ApiRequest) -> Response {
     let filter = match ledger_filter(&req) {
         Ok(f) => f,
-        Err(e) => return error_response(&e),
+        Err(e) => return e.into_response(),
     };
     let records = app.payments.ledger.records(&filter);
     // Serialise lazily, a chunk at a time: the response never holds the ledger twice.
@@ -102,8 +101,8 @@ async fn ledger(State(app): State<AppState>, req: ApiRequest) -> Response {
 
 fn ledger_filter(req: &ApiRequest) -> Result<RecordFilter, ApiError> {
     Ok(RecordFilter {
-        correlation_prefix: req.params.opt_str("correlation_prefix")?.map(str::to_string),
-        since_ms: req.params.opt_u64("since")?.map(|s| s.saturating_mul(1000)),
+        correlation_prefix: req.request.params.opt_str("correlation_prefix")?.map(str::to_string),
+        since_ms: req.request.params.opt_u64("since")?.map(|s| s.saturating_mul(1000)),
     })
 }
 
@@ -137,18 +136,16 @@ async fn swap_profile(State(app): State<AppState>, req: RawRequest) -> Response 
     let bytes = match axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(_) => {
-            return error_response(&ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            return ApiError::new(
+                Status::PayloadTooLarge,
                 ErrorType::InvalidRequestError,
                 format!("A profile may be at most {MAX_BODY_BYTES} bytes."),
-            ))
+            )
+            .into_response()
         }
     };
     let Ok(text) = std::str::from_utf8(&bytes) else {
-        return error_response(&ApiError::invalid_request(
-            "The profile must be UTF-8 text (TOML or JSON).",
-            None,
-        ));
+        return ApiError::invalid_request("The profile must be UTF-8 text (TOML or JSON).", None).into_response();
     };
     match faults::parse_profile_text("request body", text) {
         Ok(profile) => {
@@ -159,7 +156,7 @@ async fn swap_profile(State(app): State<AppState>, req: RawRequest) -> Response 
             let lines = e.lines();
             let mut err = ApiError::invalid_request(lines.join("; "), Some("profile".into()));
             err = err.with_extra("errors", json!(lines));
-            error_response(&err)
+            err.into_response()
         }
     }
 }
@@ -170,19 +167,14 @@ fn profile_response(app: &Provider) -> Response {
 }
 
 async fn requests(State(app): State<AppState>, req: ApiRequest) -> Response {
-    let params = &req.params;
+    let params = &req.request.params;
     let (limit, identity, prefix) = match (
         params.opt_u64("limit"),
         params.opt_str("identity"),
         params.opt_str("correlation_prefix"),
     ) {
-        (Ok(l), Ok(i), Ok(p)) => (
-            l.unwrap_or(100)
-                .min(super::fault_injection::REQUEST_LOG_CAPACITY as u64) as usize,
-            i,
-            p,
-        ),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return error_response(&e),
+        (Ok(l), Ok(i), Ok(p)) => (l.unwrap_or(100).min(REQUEST_LOG_CAPACITY as u64) as usize, i, p),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e.into_response(),
     };
     let records = app.faults.recent(limit, |r| {
         identity.is_none_or(|i| &*r.identity == i)

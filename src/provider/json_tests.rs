@@ -1,9 +1,11 @@
 //! The objects' JSON, checked against Stripe's shape and against each other.
 
-use super::*;
 use crate::provider::cards::TestCard;
+use crate::provider::charges::object::{Charge, NewCharge};
 use crate::provider::ids::{ChargeId, PaymentIntentId, PaymentMethodId};
+use crate::provider::json::*;
 use crate::provider::money::Currency;
+use crate::provider::payment_intents::object::*;
 use serde_json::Value;
 
 #[test]

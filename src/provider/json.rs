@@ -1,36 +1,22 @@
-//! The Stripe objects fauxpay keeps: payment intents, charges and refunds.
+//! What the Stripe objects' JSON shares: metadata, `now_unix`, the `null` and
+//! prefixed-token fields, the salts of tokens derived from ids, and the hand-written
+//! JSON writer of the hot path.
 //!
-//! Each struct serialises to the JSON Stripe returns for that object, with the same
-//! field names, id prefixes, `object` tag, `livemode: false` and `null` for what fauxpay
-//! does not model, so Stripe's SDKs deserialise them unchanged (`id` first, as Stripe
-//! sends it). The structs hold state only, compactly: what is constant or derived (the
-//! always-null fields, a card's details, a charge's outcome, `client_secret`) is written
-//! at serialisation time instead of being stored with every object, so a million stored
-//! payments stay small. Intents and charges, the objects of the hot path, also write
-//! their JSON straight to bytes ([`PaymentIntent::write_json`]): the same bytes as their
-//! `Serialize` impls (a test holds them to it), with the constant parts written as
-//! literals and only client-given text escaped. The rules that move state live in
-//! `payments`.
-//!
-//! One file per object (`intent`, `charge`, `refund`); this one holds what they share:
-//! metadata, the JSON writing helpers, and the salts of tokens derived from ids.
+//! Each object serialises to the JSON Stripe returns for it, with the same field names,
+//! id prefixes, `object` tag, `livemode: false` and `null` for what fauxpay does not
+//! model, so Stripe's SDKs deserialise them unchanged (`id` first, as Stripe sends it).
+//! The structs hold state only, compactly: what is constant or derived (the always-null
+//! fields, a card's details, a charge's outcome, `client_secret`) is written at
+//! serialisation time instead of being stored with every object, so a million stored
+//! payments stay small. The objects themselves live with their resources
+//! (`payment_intents/object.rs`, `charges/object.rs`, `refunds/object.rs`).
 
 use std::sync::Arc;
 
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use super::ids::Token;
-
-mod charge;
-mod intent;
-mod refund;
-#[cfg(test)]
-mod tests;
-
-pub use charge::{Charge, ChargeStatus, NewCharge};
-pub use intent::{CancellationReason, CaptureMethod, IntentStatus, IntentText, LastPaymentError, PaymentIntent};
-pub use refund::Refund;
+use crate::provider::ids::Token;
 
 /// Seconds since the Unix epoch.
 pub fn now_unix() -> i64 {
@@ -122,7 +108,7 @@ impl Serialize for Metadata {
 }
 
 /// `null`, for the many fields Stripe sends that fauxpay does not model.
-struct Null;
+pub(crate) struct Null;
 
 impl Serialize for Null {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -131,7 +117,7 @@ impl Serialize for Null {
 }
 
 /// `prefix` followed by a token's 24 characters, e.g. `txn_…`.
-struct Prefixed<'a>(&'static str, &'a Token);
+pub(crate) struct Prefixed<'a>(pub &'static str, pub &'a Token);
 
 impl Serialize for Prefixed<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -144,12 +130,12 @@ impl Serialize for Prefixed<'_> {
 }
 
 /// Salts of the tokens derived from an object's id.
-const CLIENT_SECRET: u64 = 0x7365_6372_6574_0001;
-const BALANCE_TRANSACTION: u64 = 0x7478_6e00_0000_0002;
+pub(crate) const CLIENT_SECRET: u64 = 0x7365_6372_6574_0001;
+pub(crate) const BALANCE_TRANSACTION: u64 = 0x7478_6e00_0000_0002;
 
 /// Writing JSON by hand for the hot path: literals, numbers, and strings that need no
 /// escaping (ids, enum names, currency codes) go straight in; client text is escaped.
-mod write {
+pub(crate) mod write {
     pub fn raw(out: &mut Vec<u8>, s: &str) {
         out.extend_from_slice(s.as_bytes());
     }

@@ -1,4 +1,5 @@
-//! Turning an HTTP request into an [`ApiRequest`]: who sent it, its key, its parameters.
+//! Turning an HTTP request into an [`ApiRequest`]: who sent it (the API key, checked
+//! first by [`Authenticated`]), its idempotency key, its parameters.
 //!
 //! The body is read with a hard limit ([`MAX_BODY_BYTES`], 413 beyond it) and parsed by
 //! content type (form with bracket notation, or JSON; anything else is a 415); GET and
@@ -9,35 +10,29 @@
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderValue, Method, Request, StatusCode};
+use axum::http::{header, HeaderValue, Method, Request};
 use axum::response::{IntoResponse, Response};
-
-use super::error::{ApiError, ErrorType};
-use super::execute::error_response;
-use super::headers;
-use super::idempotency::Mode;
-use super::ids::{ApiKey, IdempotencyKey, RequestId};
-use super::params::Params;
-use super::server::ConnControl;
-use super::Provider;
+use base64::Engine;
 use std::sync::Arc;
+
+use super::headers;
+use super::server::ConnControl;
+use crate::provider::app::Provider;
+use crate::provider::endpoint::Verb;
+use crate::provider::error::{ApiError, ErrorType, Status};
+use crate::provider::idempotency::Mode;
+use crate::provider::ids::{ApiKey, IdempotencyKey, RequestId};
+use crate::provider::params::Params;
+use crate::provider::pipeline::Request as PipelineRequest;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// A parsed Stripe API request.
+/// A parsed Stripe API request: what the pipeline needs, and what only the edge does.
 pub struct ApiRequest {
-    pub request_id: RequestId,
-    /// The API key the request authenticated with (empty on admin routes).
-    pub api_key: ApiKey,
-    pub method: Method,
-    pub path: String,
-    pub idempotency_key: Option<IdempotencyKey>,
-    /// The `Idempotency-Key` header as sent, when it is exactly the key (echoed back).
+    pub request: PipelineRequest,
+    /// The `Idempotency-Key` header as sent (echoed back when it is exactly the key).
     pub key_header: Option<HeaderValue>,
-    pub params: Params,
-    /// The `Fauxpay-Fault` header: a fault this request forces on itself.
-    pub forced_fault: Option<String>,
     /// The connection the request came on, for faults that break it.
     pub connection: Option<Arc<ConnControl>>,
 }
@@ -47,7 +42,7 @@ pub struct Rejection(pub ApiError);
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
-        error_response(&self.0)
+        self.0.into_response()
     }
 }
 
@@ -59,7 +54,7 @@ impl FromRequestParts<Arc<Provider>> for Authenticated {
     type Rejection = Rejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
-        super::http::api_key(
+        api_key(
             parts.headers.get(header::AUTHORIZATION),
             state.config.api_key.as_deref(),
         )
@@ -86,7 +81,7 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         } else {
             let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
                 Rejection(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
+                    Status::PayloadTooLarge,
                     ErrorType::InvalidRequestError,
                     format!("Request body is too large: at most {MAX_BODY_BYTES} bytes are accepted."),
                 ))
@@ -97,20 +92,13 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
             )
             .map_err(Rejection)?
         };
-        let mut key_header = None;
+        let key_header = parts.headers.get(&headers::IDEMPOTENCY_KEY).cloned();
         let idempotency_key = if reads_query {
             None
         } else {
-            let header = parts.headers.get(&headers::IDEMPOTENCY_KEY);
-            let raw = header.map(|v| v.to_str().unwrap_or("\u{fffd}"));
+            let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
             match raw {
-                Some(raw) => {
-                    let key = parse_key(raw, state.config.idempotency).map_err(Rejection)?;
-                    if key.as_str() == raw {
-                        key_header = header.cloned();
-                    }
-                    Some(key)
-                }
+                Some(raw) => Some(parse_key(raw, state.config.idempotency).map_err(Rejection)?),
                 None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
                     return Err(Rejection(
                         ApiError::invalid_request(
@@ -127,17 +115,71 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
             .headers
             .get(&headers::FAUXPAY_FAULT)
             .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
+        let verb = match parts.method {
+            Method::GET => Verb::Get,
+            Method::DELETE => Verb::Delete,
+            _ => Verb::Post,
+        };
         Ok(Self {
-            request_id,
-            api_key,
-            method: parts.method,
-            path: parts.uri.path().to_string(),
-            idempotency_key,
+            request: PipelineRequest {
+                request_id,
+                api_key,
+                verb,
+                path: parts.uri.path().to_string(),
+                idempotency_key,
+                params,
+                forced_fault,
+            },
             key_header,
-            params,
-            forced_fault,
             connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
         })
+    }
+}
+
+/// The API key a request presents, checked against `required` (or any test key).
+pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<ApiKey, ApiError> {
+    let missing = || {
+        ApiError::unauthorized("You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer sk_test_…').")
+    };
+    let value = header.and_then(|h| h.to_str().ok()).ok_or_else(missing)?;
+    let decoded: String;
+    let key: &str = if let Some(token) = value.strip_prefix("Bearer ") {
+        token.trim()
+    } else if let Some(b64) = value.strip_prefix("Basic ") {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .map_err(|_| missing())?;
+        decoded = String::from_utf8(bytes).map_err(|_| missing())?;
+        decoded.split(':').next().unwrap_or("")
+    } else {
+        return Err(missing());
+    };
+    if key.is_empty() {
+        return Err(missing());
+    }
+    // Only for the error messages: the first 8 characters, an ellipsis, the last 4.
+    let masked = || {
+        let count = key.chars().count();
+        key.chars()
+            .take(8)
+            .chain(['…'])
+            .chain(key.chars().skip(count.saturating_sub(4)))
+            .collect::<String>()
+    };
+    match required {
+        Some(r) if r == key => Ok(ApiKey::interned(key)),
+        Some(_) => Err(ApiError::unauthorized(format!(
+            "Invalid API Key provided: {}",
+            masked()
+        ))),
+        None if key.starts_with("sk_test_") || key.starts_with("rk_test_") => Ok(ApiKey::interned(key)),
+        None if key.starts_with("sk_live_") || key.starts_with("rk_live_") => Err(ApiError::unauthorized(
+            "fauxpay is a test-mode provider: live keys are refused. Use an sk_test_ key.",
+        )),
+        None => Err(ApiError::unauthorized(format!(
+            "Invalid API Key provided: {}. Use an sk_test_ key.",
+            masked()
+        ))),
     }
 }
 
@@ -149,7 +191,7 @@ fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiErr
         Params::from_json(bytes)
     } else {
         Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Status::UnsupportedMediaType,
             ErrorType::InvalidRequestError,
             format!(
                 "Unsupported Content-Type '{}': send application/x-www-form-urlencoded or application/json.",
@@ -198,6 +240,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn api_keys_by_bearer_or_basic() {
+        let bearer = HeaderValue::from_static("Bearer sk_test_abc");
+        assert_eq!(api_key(Some(&bearer), None).unwrap().as_str(), "sk_test_abc");
+        let basic = HeaderValue::from_str(&format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("sk_test_abc:")
+        ))
+        .unwrap();
+        assert_eq!(api_key(Some(&basic), None).unwrap().as_str(), "sk_test_abc");
+        assert_eq!(api_key(None, None).unwrap_err().status, Status::Unauthorized);
+        assert!(api_key(Some(&HeaderValue::from_static("Bearer sk_live_x")), None).is_err());
+        assert!(api_key(Some(&bearer), Some("sk_test_other")).is_err());
+        assert!(api_key(Some(&bearer), Some("sk_test_abc")).is_ok());
+    }
+
+    #[test]
     fn ietf_keys_may_be_quoted_strings() {
         assert_eq!(parse_key("\"abc\"", Mode::Ietf).unwrap().as_str(), "abc");
         assert_eq!(parse_key("\"a\\\"b\"", Mode::Ietf).unwrap().as_str(), "a\"b");
@@ -218,7 +276,7 @@ mod tests {
             .contains("amount"));
         assert_eq!(
             parse_body(Some("text/plain"), b"x").unwrap_err().status,
-            StatusCode::UNSUPPORTED_MEDIA_TYPE
+            Status::UnsupportedMediaType
         );
     }
 }

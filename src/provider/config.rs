@@ -1,0 +1,65 @@
+//! The provider's settings: what `fauxpay serve`'s flags decide (idempotency mode and key
+//! lifetime, how payments are correlated, the duplicate policy, keys and tokens, the
+//! fault profile at start-up).
+
+use std::time::Duration;
+
+use crate::faults::{self, Profile};
+use crate::provider::idempotency::Mode as IdempotencyMode;
+use crate::provider::payments::{CorrelationSource, DuplicatePolicy};
+
+/// The provider's settings (the flags of `fauxpay serve`).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub idempotency: IdempotencyMode,
+    pub key_ttl: Duration,
+    /// In ietf mode: refuse POSTs that carry no `Idempotency-Key` (400).
+    pub require_idempotency_key: bool,
+    pub correlate: CorrelationSource,
+    pub duplicates: DuplicatePolicy,
+    /// When set, the one API key accepted; otherwise any `sk_test_…` key.
+    pub api_key: Option<String>,
+    /// When set, `/__fauxpay/*` (but `health`) requires `Authorization: Bearer TOKEN`.
+    pub admin_token: Option<String>,
+    /// The fault profile active at start-up, and its source text.
+    pub profile: Profile,
+    pub profile_source: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            idempotency: IdempotencyMode::Stripe,
+            key_ttl: Duration::from_secs(24 * 3600),
+            require_idempotency_key: false,
+            correlate: CorrelationSource::parse("metadata.order_id").expect("valid default"),
+            duplicates: DuplicatePolicy::Allow,
+            api_key: None,
+            admin_token: None,
+            profile: faults::bundled::load("happy").expect("the bundled happy profile is valid"),
+            profile_source: faults::bundled::text("happy").unwrap_or_default().to_string(),
+        }
+    }
+}
+
+impl Config {
+    /// One line describing the settings in force (logged at start-up).
+    pub fn describe(&self) -> String {
+        format!(
+            "profile={} idempotency={:?} key_ttl={} require_key={} correlate={} duplicates={:?} api_key={} admin_token={}",
+            self.profile.name,
+            self.idempotency,
+            humantime::format_duration(self.profile.key_ttl.unwrap_or(self.key_ttl)),
+            self.require_idempotency_key,
+            self.correlate,
+            self.duplicates,
+            if self.api_key.is_some() {
+                "fixed"
+            } else {
+                "any sk_test_"
+            },
+            if self.admin_token.is_some() { "on" } else { "off" },
+        )
+        .to_lowercase()
+    }
+}

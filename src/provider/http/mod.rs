@@ -1,0 +1,17 @@
+//! The provider's HTTP edge: everything that knows axum or hyper.
+//!
+//! `server` runs connections (and ends them abruptly when a fault says so), `observe`
+//! wraps every request (request id, metrics, panic → 500), `extract` turns a request
+//! into the pipeline's [`Request`](crate::provider::pipeline::Request), `response`
+//! writes answers and carries out the pipeline's [`Delivery`](crate::provider::pipeline::Delivery),
+//! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
+//! `/__fauxpay/` API, and `serve` the server's life cycle.
+
+pub mod admin;
+pub mod extract;
+pub mod headers;
+pub mod observe;
+pub mod response;
+pub mod routes;
+pub mod serve;
+pub mod server;

@@ -1,0 +1,112 @@
+//! The route table: Stripe's `/v1` endpoints, as each resource declares them, and the
+//! admin API, in one axum router wrapped once in [`Observe`].
+//!
+//! Every `/v1` endpoint has the same thin handler: authenticate (`Authenticated`, so a
+//! request without a valid key gets its 401 before anything else is looked at), extract
+//! an [`ApiRequest`], run the pipeline, carry out its delivery. Adding a resource is
+//! one line in [`RESOURCES`].
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawPathParams, State};
+use axum::http::Request;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::Router;
+
+use super::admin;
+use super::extract::{ApiRequest, Authenticated};
+use super::observe::Observe;
+use super::response::deliver;
+use crate::provider::app::Provider;
+use crate::provider::endpoint::{Endpoint, Verb};
+use crate::provider::error::{ApiError, ErrorType, Status};
+use crate::provider::{charges, payment_intents, pipeline, refunds};
+
+type AppState = Arc<Provider>;
+
+/// The Stripe resources served under `/v1`: each declares its endpoints.
+const RESOURCES: &[&[Endpoint]] = &[
+    payment_intents::routes::ENDPOINTS,
+    charges::routes::ENDPOINTS,
+    refunds::routes::ENDPOINTS,
+];
+
+/// Every `/v1` endpoint, in declaration order.
+pub fn endpoints() -> impl Iterator<Item = &'static Endpoint> {
+    RESOURCES.iter().flat_map(|r| r.iter())
+}
+
+/// The whole provider (`/v1`, `/__fauxpay/`, `/metrics`): the router, wrapped once (not
+/// per route) in [`Observe`].
+pub fn router(provider: AppState) -> Observe<Router> {
+    let mut api = Router::new();
+    let mut labels = matchit::Router::new();
+    let v1 = endpoints().map(|e| (e.path, handler(e)));
+    for (path, route) in v1.chain(admin::routes(provider.clone())) {
+        // Several endpoints share a path (GET and POST /v1/charges): label it once.
+        let _ = labels.insert(path, path);
+        api = api.route(path, route);
+    }
+    let api = api
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(provider.clone());
+    Observe::new(api, provider, labels)
+}
+
+/// The handler of one endpoint.
+fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
+    let filter = match endpoint.verb {
+        Verb::Get => MethodFilter::GET,
+        Verb::Post => MethodFilter::POST,
+        Verb::Delete => MethodFilter::DELETE,
+    };
+    on(
+        filter,
+        move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, mut req: ApiRequest| async move {
+            req.request.api_key = auth.0;
+            let id = path.iter().next().map_or("", |(_, v)| v).to_owned();
+            let delivery = pipeline::run(&app, req.request, endpoint, &id).await;
+            deliver(delivery, req.key_header.as_ref(), req.connection).await
+        },
+    )
+}
+
+async fn not_found(req: Request<Body>) -> Response {
+    ApiError::new(
+        Status::NotFound,
+        ErrorType::InvalidRequestError,
+        format!(
+            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges and refunds under /v1.",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(req: Request<Body>) -> Response {
+    ApiError::new(
+        Status::MethodNotAllowed,
+        ErrorType::InvalidRequestError,
+        format!("Method {} is not allowed on {}.", req.method(), req.uri().path()),
+    )
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_endpoint_has_a_distinct_verb_and_path() {
+        let mut seen = std::collections::HashSet::new();
+        for e in endpoints() {
+            assert!(e.path.starts_with("/v1/"), "{e:?}");
+            assert!(seen.insert((e.verb, e.path)), "declared twice: {e:?}");
+        }
+        assert_eq!(seen.len(), 15);
+    }
+}

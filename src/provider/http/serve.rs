@@ -1,0 +1,90 @@
+//! The provider's life cycle: serve a listener until told to stop (sweeping expired
+//! idempotency keys meanwhile), and [`RunningProvider`], a provider in a background task
+//! for tests, the demo and embedding.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::{routes, server};
+use crate::provider::app::Provider;
+use crate::provider::config::Config;
+use crate::provider::idempotency::IdempotencyStore;
+
+/// Serves `provider` on `listener` until `shutdown` resolves; in-flight requests finish.
+pub async fn serve(
+    listener: TcpListener,
+    provider: Arc<Provider>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(sweep_expired_keys(provider.idempotency.clone(), stop_rx));
+    let app = routes::router(provider.clone());
+    let shutdown = async move {
+        shutdown.await;
+        provider.begin_stopping();
+    };
+    let result = server::serve_connections(listener, app, shutdown).await;
+    let _ = stop_tx.send(true);
+    result
+}
+
+/// Purges expired idempotency keys so memory stays bounded by the TTL.
+async fn sweep_expired_keys(store: Arc<IdempotencyStore>, mut stop: watch::Receiver<bool>) {
+    let every = (store.ttl() / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let purged = store.purge_expired(Instant::now());
+                if purged > 0 {
+                    tracing::debug!(purged, "expired idempotency keys purged");
+                }
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// A provider running in the background (for tests, the demo and embedding).
+pub struct RunningProvider {
+    pub addr: SocketAddr,
+    pub provider: Arc<Provider>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningProvider {
+    /// Binds `addr` (port 0 picks a free port) and serves in a background task.
+    pub async fn start(config: Config, addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let provider = Provider::new(config);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, provider.clone(), async move {
+            let _ = rx.await;
+        }));
+        Ok(Self {
+            addr,
+            provider,
+            stop: Some(tx),
+            task,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting, lets in-flight requests finish, and waits for the server.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task).await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+}
