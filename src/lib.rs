@@ -4,6 +4,8 @@
 //! The crate's library is what the `fauxpay` binary runs; embedders and tests start a
 //! provider in-process with [`provider::RunningProvider::start`].
 
+#![deny(unsafe_code)]
+
 pub mod demo;
 pub mod faults;
 pub mod merchant;

@@ -1,5 +1,7 @@
 //! The `fauxpay` command line: parse the flags, then call into the library.
 
+#![deny(unsafe_code)]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 

@@ -8,6 +8,8 @@
 //! [`reconcile`]d with what the clients saw; the [`report`] gates the exit code. The
 //! provider is known only through its HTTP API, never through its code.
 
+#![deny(unsafe_code)]
+
 pub mod args;
 pub mod client;
 pub mod error;

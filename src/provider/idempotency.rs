@@ -256,21 +256,22 @@ impl IdempotencyStore {
         let hash = scoped_hash(&self.hasher, api_key, key);
         let mut shard = self.shards.lock(&hash);
         if let Some(position) = shard.position(hash, api_key, key) {
-            let existing = &mut shard.entries[position].as_mut().expect("indexed").record;
-            if !self.expired(existing, now) {
-                if existing.fingerprint != fingerprint {
-                    return Begin::Mismatch;
+            if let Some(existing) = shard.entries[position].as_mut().map(|e| &mut e.record) {
+                if !self.expired(existing, now) {
+                    if existing.fingerprint != fingerprint {
+                        return Begin::Mismatch;
+                    }
+                    return match &existing.state {
+                        None => Begin::InUse,
+                        Some(resp) => match resp.materialized() {
+                            Some(bytes) => {
+                                existing.state = Some(bytes.clone());
+                                Begin::Replay(bytes)
+                            }
+                            None => Begin::Replay(resp.clone()),
+                        },
+                    };
                 }
-                return match &existing.state {
-                    None => Begin::InUse,
-                    Some(resp) => match resp.materialized() {
-                        Some(bytes) => {
-                            existing.state = Some(bytes.clone());
-                            Begin::Replay(bytes)
-                        }
-                        None => Begin::Replay(resp.clone()),
-                    },
-                };
             }
             shard.remove(hash, position);
         }
@@ -333,7 +334,9 @@ impl IdempotencyStore {
         let Some(position) = shard.position(hash, api_key, key) else {
             return;
         };
-        let record = &mut shard.entries[position].as_mut().expect("indexed").record;
+        let Some(record) = shard.entries[position].as_mut().map(|e| &mut e.record) else {
+            return;
+        };
         if record.token != token {
             return;
         }

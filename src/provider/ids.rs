@@ -133,8 +133,8 @@ impl IdStr {
 impl Deref for IdStr {
     type Target = str;
     fn deref(&self) -> &str {
-        // SAFETY: the buffer holds an ASCII prefix and base-62 ASCII characters.
-        unsafe { std::str::from_utf8_unchecked(&self.buf[..self.len as usize]) }
+        // The buffer holds an ASCII prefix and base-62 ASCII characters: always valid.
+        std::str::from_utf8(&self.buf[..self.len as usize]).unwrap_or_default()
     }
 }
 

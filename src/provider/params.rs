@@ -559,7 +559,9 @@ fn insert_path(text: &mut String, node: &mut Node, full: &str, path: &[&str], le
             return Ok(());
         }
         list.push(Node::Null);
-        let last = list.last_mut().expect("just pushed");
+        let Some(last) = list.last_mut() else {
+            return Err(conflict());
+        };
         return insert_path(text, last, full, rest, leaf);
     }
     if matches!(node, Node::Null) {

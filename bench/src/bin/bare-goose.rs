@@ -8,6 +8,8 @@
 //! `{"requests": N, "ok": N, "duration_secs": S}`, timed over the same span as
 //! `fauxpay load`'s `duration_secs` (goose initialised, attack run).
 
+#![deny(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,6 +5,8 @@
 //!
 //! Usage: `hello 127.0.0.1:PORT`
 
+#![deny(unsafe_code)]
+
 use axum::body::Bytes;
 use axum::http::header;
 use axum::response::IntoResponse;

@@ -11,6 +11,8 @@
 //! The file-descriptor limit must allow N sockets in this process and in the server
 //! (`ulimit -n 65536` in the calling script).
 
+#![deny(unsafe_code)]
+
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -8,6 +8,8 @@
 //!
 //! Usage: `reconcile-bench [PAYMENTS] [CHUNK_BYTES]` (defaults 1000000, 16384).
 
+#![deny(unsafe_code)]
+
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::Instant;

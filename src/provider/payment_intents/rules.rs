@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::object::{CancellationReason, CaptureMethod, IntentStatus, IntentText, LastPaymentError, PaymentIntent};
 use crate::provider::attempt::Attempt;
+use crate::provider::cards::TestCard;
 use crate::provider::charges::object::{Charge, NewCharge};
 use crate::provider::error::ApiError;
 use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, payment_method, text};
@@ -20,6 +21,15 @@ use crate::provider::params::Params;
 use crate::provider::payments::{DuplicatePolicy, Payments};
 use crate::provider::reply::Reply;
 use crate::provider::search::Searchable;
+
+/// `confirm=true` on an intent without a payment method.
+fn no_payment_method_to_confirm() -> ApiError {
+    ApiError::invalid_request(
+        "You cannot confirm this PaymentIntent because it's missing a payment method. Specify a payment_method.",
+        Some("payment_method".into()),
+    )
+    .with_code("payment_intent_unexpected_state")
+}
 
 impl Payments {
     pub fn create_intent(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
@@ -51,11 +61,7 @@ impl Payments {
             }
         };
         if confirm && card.is_none() {
-            return Err(ApiError::invalid_request(
-                "You cannot confirm this PaymentIntent because it's missing a payment method. Specify a payment_method.",
-                Some("payment_method".into()),
-            )
-            .with_code("payment_intent_unexpected_state"));
+            return Err(no_payment_method_to_confirm());
         }
         let text = IntentText {
             customer: text(p, "customer")?,
@@ -94,8 +100,11 @@ impl Payments {
             self.intents.insert(pi.clone());
             return Ok(Reply::Intent(pi));
         }
+        let Some(card) = card else {
+            return Err(no_payment_method_to_confirm());
+        };
         let mut entry = self.ledger.entry(pi.correlation_id.as_ref(), &pi.id.as_str());
-        let result = self.confirm_locked(&mut pi, &mut entry, attempt);
+        let result = self.confirm_locked(&mut pi, card, &mut entry, attempt);
         let pi = Arc::new(pi);
         self.intents.insert(pi.clone());
         drop(entry);
@@ -132,13 +141,13 @@ impl Payments {
                     pi.card = Some(card);
                     pi.payment_method = Some(PaymentMethodId::generate());
                 }
-                if pi.card.is_none() {
+                let Some(card) = pi.card else {
                     return Err(ApiError::unexpected_state(
                         "You cannot confirm this PaymentIntent because it's missing a payment method. Specify a payment_method.",
                     )
                     .with_param("payment_method"));
-                }
-                let result = self.confirm_locked(&mut pi, &mut entry, attempt);
+                };
+                let result = self.confirm_locked(&mut pi, card, &mut entry, attempt);
                 *slot = Arc::new(pi);
                 result
                     .map(|()| Reply::Intent(slot.clone()))
@@ -147,14 +156,14 @@ impl Payments {
             .unwrap_or_else(|| Err(unknown()))
     }
 
-    /// Charges the intent's card; the caller holds the intent's ledger entry.
+    /// Charges `card`, the intent's; the caller holds the intent's ledger entry.
     fn confirm_locked(
         &self,
         pi: &mut PaymentIntent,
+        card: &'static TestCard,
         entry: &mut LedgerEntry<'_>,
         attempt: &Attempt,
     ) -> Result<(), ApiError> {
-        let card = pi.card.expect("checked by the caller");
         let automatic = pi.capture_method != CaptureMethod::Manual;
         if automatic && self.policy == DuplicatePolicy::Reject && entry.captured_charges() > 0 {
             self.ledger.note_blocked_duplicate();
@@ -219,7 +228,11 @@ impl Payments {
                     self.ledger.note_blocked_duplicate();
                     return Err(duplicate_decline());
                 }
-                let charge_id = slot.latest_charge.expect("requires_capture has a charge");
+                let Some(charge_id) = slot.latest_charge else {
+                    return Err(ApiError::unexpected_state(
+                        "This PaymentIntent has no charge to capture.",
+                    ));
+                };
                 let charge = self.capture_charge_locked(&charge_id, amount, &mut entry, attempt)?;
                 let mut pi = (**slot).clone();
                 pi.status = IntentStatus::Succeeded;

@@ -12,6 +12,26 @@ use crate::provider::table::Keyed;
 
 use crate::provider::json::{Metadata, Null, Prefixed};
 
+/// Why a refund was made (Stripe's `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefundReason {
+    Duplicate,
+    Fraudulent,
+    RequestedByCustomer,
+}
+
+impl RefundReason {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "duplicate" => Self::Duplicate,
+            "fraudulent" => Self::Fraudulent,
+            "requested_by_customer" => Self::RequestedByCustomer,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Refund {
     pub id: RefundId,
@@ -23,7 +43,7 @@ pub struct Refund {
     pub currency: Currency,
     pub metadata: Metadata,
     pub payment_intent: Option<PaymentIntentId>,
-    pub reason: Option<&'static str>,
+    pub reason: Option<RefundReason>,
 }
 
 impl Refund {

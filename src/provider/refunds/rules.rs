@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::object::Refund;
+use super::object::{Refund, RefundReason};
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
 use crate::provider::fields::metadata;
@@ -45,15 +45,12 @@ impl Payments {
         let requested = p.opt_u64("amount")?;
         let reason = match p.opt_str("reason")? {
             None => None,
-            Some("duplicate") => Some("duplicate"),
-            Some("fraudulent") => Some("fraudulent"),
-            Some("requested_by_customer") => Some("requested_by_customer"),
-            Some(other) => {
-                return Err(ApiError::invalid_param(
+            Some(r) => Some(RefundReason::parse(r).ok_or_else(|| {
+                ApiError::invalid_param(
                     "reason",
-                    format!("Invalid reason: '{other}'; expected duplicate, fraudulent or requested_by_customer."),
-                ))
-            }
+                    format!("Invalid reason: '{r}'; expected duplicate, fraudulent or requested_by_customer."),
+                )
+            })?),
         };
         let meta = metadata(p)?;
         let current = self
