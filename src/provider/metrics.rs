@@ -1,175 +1,176 @@
-//! Prometheus metrics for `GET /metrics`.
+//! Prometheus metrics for `GET /metrics`, kept and encoded by `prometheus-client`.
 //!
-//! Counters for requests by route, method and status, idempotent replays, in-flight key
-//! conflicts and key mismatches, plus a request latency histogram. Request counters are
-//! sharded by label so concurrent requests do not contend on one lock; charge, refund
-//! and duplicate figures are read from the ledger when scraped.
+//! Live on the request path: requests by route, method and status, a request latency
+//! histogram, idempotent replays, in-flight key conflicts and key mismatches, and the
+//! requests executing now. Charge, refund, duplicate and fault figures are read from the
+//! ledger and the fault injector when scraped. The text is OpenMetrics 1.0 (counters end
+//! in `_total`), which Prometheus scrapes as it is.
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 use crate::faults::When;
 use crate::provider::ledger::Ledger;
-use crate::provider::shard::{FastMap, Sharded};
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
 const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct RequestLabel {
-    route: String,
-    method: String,
+/// The Content-Type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: &'static str,
+    method: &'static str,
     status: u16,
 }
 
-/// Request counts of one route, by method and status (a handful each).
-type RouteCounts = Vec<(String, u16, u64)>;
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    kind: &'static str,
+    when: &'static str,
+}
 
-#[derive(Default)]
 pub struct Metrics {
-    /// By route (looked up by `&str`: counting a request allocates nothing).
-    requests: Sharded<FastMap<Box<str>, RouteCounts>>,
-    pub replays: AtomicU64,
-    pub in_flight_conflicts: AtomicU64,
-    pub key_mismatches: AtomicU64,
-    /// `/v1` requests being executed right now.
-    pub in_flight: AtomicU64,
-    buckets: [AtomicU64; BUCKETS.len()],
-    latency_count: AtomicU64,
-    latency_sum_us: AtomicU64,
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Histogram,
+    pub replays: Counter,
+    pub in_flight_conflicts: Counter,
+    pub key_mismatches: Counter,
+    /// `/v1` requests being executed right now (held and delayed ones included).
+    pub in_flight: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        let duration = Histogram::new(BUCKETS);
+        let (replays, in_flight_conflicts, key_mismatches) = Default::default();
+        let in_flight = Gauge::default();
+        let mut registry = Registry::default();
+        registry.register(
+            "fauxpay_http_requests",
+            "HTTP requests by route, method and status",
+            requests.clone(),
+        );
+        registry.register(
+            "fauxpay_idempotent_replays",
+            "Responses replayed from the idempotency store",
+            Counter::clone(&replays),
+        );
+        registry.register(
+            "fauxpay_idempotency_conflicts",
+            "Requests refused with 409 because their key was in flight",
+            Counter::clone(&in_flight_conflicts),
+        );
+        registry.register(
+            "fauxpay_idempotency_mismatches",
+            "Requests refused because their key was used with other parameters",
+            Counter::clone(&key_mismatches),
+        );
+        registry.register(
+            "fauxpay_api_requests_in_flight",
+            "API requests being executed (held and delayed ones included)",
+            Gauge::clone(&in_flight),
+        );
+        registry.register(
+            "fauxpay_request_duration_seconds",
+            "Time to answer a request",
+            duration.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            duration,
+            replays,
+            in_flight_conflicts,
+            key_mismatches,
+            in_flight,
+        }
+    }
+}
+
+/// A label for an HTTP method: the standard ones by name, anything else as `OTHER`.
+fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "OTHER",
+    }
 }
 
 impl Metrics {
-    pub fn observe_request(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
-        {
-            let mut shard = self.requests.lock(route);
-            let counts = match shard.get_mut(route) {
-                Some(c) => c,
-                None => shard.entry(route.into()).or_default(),
-            };
-            match counts.iter_mut().find(|(m, s, _)| *s == status && m == method) {
-                Some((_, _, n)) => *n += 1,
-                None => counts.push((method.to_string(), status, 1)),
-            }
-        }
-        let secs = elapsed.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
-            self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.latency_sum_us
-            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    pub fn observe_request(&self, route: &'static str, method: &str, status: u16, elapsed: Duration) {
+        let labels = RequestLabels {
+            route,
+            method: method_label(method),
+            status,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.duration.observe(elapsed.as_secs_f64());
     }
 
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The Prometheus text exposition of every metric.
+    /// The OpenMetrics text of every metric; `faults` are the faults applied so far, by
+    /// kind and when they acted.
     pub fn render(&self, ledger: &Ledger, faults: &[((&'static str, When), u64)]) -> String {
-        let mut out = String::with_capacity(4096);
-        let mut rows: Vec<(RequestLabel, u64)> = Vec::new();
-        for shard in self.requests.iter() {
-            for (route, counts) in shard.lock().iter() {
-                rows.extend(counts.iter().map(|(method, status, n)| {
-                    (
-                        RequestLabel {
-                            route: route.to_string(),
-                            method: method.clone(),
-                            status: *status,
-                        },
-                        *n,
-                    )
-                }));
-            }
-        }
-        rows.sort_by(|a, b| (&a.0.route, &a.0.method, a.0.status).cmp(&(&b.0.route, &b.0.method, b.0.status)));
-        out.push_str("# HELP fauxpay_http_requests_total HTTP requests by route, method and status.\n# TYPE fauxpay_http_requests_total counter\n");
-        for (l, v) in rows {
-            let _ = writeln!(
-                out,
-                "fauxpay_http_requests_total{{route=\"{}\",method=\"{}\",status=\"{}\"}} {v}",
-                escape(&l.route),
-                l.method,
-                l.status
-            );
-        }
         let counts = ledger.counts();
-        let counters = [
-            (
-                "fauxpay_charges_total",
-                "Captured charges recorded in the ledger.",
-                counts.charges,
-            ),
-            (
-                "fauxpay_refunds_total",
-                "Refunds recorded in the ledger.",
-                counts.refunds,
-            ),
-            (
-                "fauxpay_idempotent_replays_total",
-                "Responses replayed from the idempotency store.",
-                self.replays.load(Ordering::Relaxed),
-            ),
-            (
-                "fauxpay_idempotency_conflicts_total",
-                "Requests refused with 409 because their key was in flight.",
-                self.in_flight_conflicts.load(Ordering::Relaxed),
-            ),
-            (
-                "fauxpay_idempotency_mismatches_total",
-                "Requests refused because their key was used with other parameters.",
-                self.key_mismatches.load(Ordering::Relaxed),
-            ),
-            (
-                "fauxpay_blocked_duplicates_total",
-                "Charges refused by --duplicates reject.",
-                ledger.blocked_duplicates(),
-            ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP fauxpay_api_requests_in_flight API requests being executed (held and delayed ones included).\n# TYPE fauxpay_api_requests_in_flight gauge\nfauxpay_api_requests_in_flight {}",
-            self.in_flight.load(Ordering::Relaxed)
+        let mut scraped = Registry::default();
+        scraped.register(
+            "fauxpay_charges",
+            "Captured charges recorded in the ledger",
+            ConstCounter::new(counts.charges),
         );
-        let _ = writeln!(
-            out,
-            "# HELP fauxpay_duplicate_groups Correlation ids with more than one captured charge.\n# TYPE fauxpay_duplicate_groups gauge\nfauxpay_duplicate_groups {}",
-            ledger.duplicate_group_count()
+        scraped.register(
+            "fauxpay_refunds",
+            "Refunds recorded in the ledger",
+            ConstCounter::new(counts.refunds),
         );
-        out.push_str("# HELP fauxpay_faults_total Faults injected, by kind and by when they acted.\n# TYPE fauxpay_faults_total counter\n");
-        for ((kind, when), v) in faults {
-            let _ = writeln!(out, "fauxpay_faults_total{{kind=\"{kind}\",when=\"{when}\"}} {v}");
-        }
-        out.push_str("# HELP fauxpay_request_duration_seconds Time to answer a request.\n# TYPE fauxpay_request_duration_seconds histogram\n");
-        let mut cumulative = 0;
-        for (i, b) in BUCKETS.iter().enumerate() {
-            cumulative += self.buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "fauxpay_request_duration_seconds_bucket{{le=\"{b}\"}} {cumulative}"
-            );
-        }
-        let count = self.latency_count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "fauxpay_request_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            out,
-            "fauxpay_request_duration_seconds_sum {}",
-            self.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        scraped.register(
+            "fauxpay_blocked_duplicates",
+            "Charges refused by --duplicates reject",
+            ConstCounter::new(ledger.blocked_duplicates()),
         );
-        let _ = writeln!(out, "fauxpay_request_duration_seconds_count {count}");
+        scraped.register(
+            "fauxpay_duplicate_groups",
+            "Correlation ids with more than one captured charge",
+            ConstGauge::new(ledger.duplicate_group_count() as i64),
+        );
+        let by_fault = Family::<FaultLabels, Counter>::default();
+        for ((kind, when), n) in faults {
+            by_fault
+                .get_or_create(&FaultLabels {
+                    kind,
+                    when: when.as_str(),
+                })
+                .inc_by(*n);
+        }
+        scraped.register(
+            "fauxpay_faults",
+            "Faults injected, by kind and by when they acted",
+            by_fault,
+        );
+        let mut out = String::with_capacity(4096);
+        // Writing to a String cannot fail.
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &scraped);
+        let _ = encode_eof(&mut out);
         out
     }
-}
-
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 #[cfg(test)]
@@ -181,12 +182,29 @@ mod tests {
         let m = Metrics::default();
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(3));
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(30));
-        Metrics::bump(&m.replays);
+        m.replays.inc();
+        m.in_flight.inc();
         let text = m.render(&Ledger::default(), &[(("reset", When::AfterCommit), 3)]);
-        assert!(text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"));
-        assert!(text.contains("fauxpay_idempotent_replays_total 1"));
-        assert!(text.contains("fauxpay_faults_total{kind=\"reset\",when=\"after_commit\"} 3"));
-        assert!(text.contains("fauxpay_request_duration_seconds_bucket{le=\"0.005\"} 1"));
-        assert!(text.contains("fauxpay_request_duration_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(
+            text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_idempotent_replays_total 1"), "{text}");
+        assert!(text.contains("fauxpay_api_requests_in_flight 1\n"), "{text}");
+        assert!(
+            text.contains("fauxpay_faults_total{kind=\"reset\",when=\"after_commit\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_charges_total 0"), "{text}");
+        assert!(
+            text.contains("fauxpay_request_duration_seconds_bucket{le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fauxpay_request_duration_seconds_bucket{le=\"+Inf\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_request_duration_seconds_count 2"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -13,7 +13,6 @@
 //! Stripe stores its 500s.
 
 use std::any::Any;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +28,6 @@ use crate::provider::fault_injection::{retry_after_secs, Outcome, Plan, PlanInpu
 use crate::provider::idempotency::{Begin, Claim, Fingerprint, Mode, StoredBody, StoredResponse};
 use crate::provider::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
 use crate::provider::ledger::now_ms;
-use crate::provider::metrics::Metrics;
 use crate::provider::reply::Reply;
 
 /// A `/v1` request as the pipeline sees it: parsed, authenticated, HTTP-free.
@@ -130,14 +128,14 @@ struct Executing(Arc<Provider>);
 
 impl Executing {
     fn start(app: &Arc<Provider>) -> Self {
-        app.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        app.metrics.in_flight.inc();
         Self(app.clone())
     }
 }
 
 impl Drop for Executing {
     fn drop(&mut self) {
-        self.0.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.metrics.in_flight.dec();
     }
 }
 
@@ -204,7 +202,7 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
             record.replayed = true;
             record.committed_status = Some(stored.status);
             record.object = stored.object();
-            Metrics::bump(&app.metrics.replays);
+            app.metrics.replays.inc();
             Answer::stored(&stored, req.idempotency_key.clone(), true)
         }
         Admission::Fresh(claim) => {
@@ -271,7 +269,7 @@ fn admit(app: &Provider, req: &Request, verb: Verb) -> Admission {
         Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
         Begin::Replay(stored) => Admission::Replay(stored),
         Begin::InUse => {
-            Metrics::bump(&app.metrics.in_flight_conflicts);
+            app.metrics.in_flight_conflicts.inc();
             Admission::Refused(
                 ApiError::new(
                     Status::Conflict,
@@ -283,7 +281,7 @@ fn admit(app: &Provider, req: &Request, verb: Verb) -> Admission {
             )
         }
         Begin::Mismatch => {
-            Metrics::bump(&app.metrics.key_mismatches);
+            app.metrics.key_mismatches.inc();
             let status = match app.config.idempotency {
                 Mode::Stripe => Status::BadRequest,
                 Mode::Ietf => Status::UnprocessableEntity,

@@ -29,6 +29,7 @@ use crate::provider::app::Provider;
 use crate::provider::error::{ApiError, ErrorType, Status};
 use crate::provider::fault_injection::REQUEST_LOG_CAPACITY;
 use crate::provider::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
+use crate::provider::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
 
 type AppState = Arc<Provider>;
 
@@ -118,7 +119,7 @@ async fn reset(State(app): State<AppState>) -> Response {
 
 async fn metrics(State(app): State<AppState>) -> Response {
     let body = app.metrics.render(&app.payments.ledger, &app.faults.counts());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+    ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], body).into_response()
 }
 
 async fn profile(State(app): State<AppState>) -> Response {
