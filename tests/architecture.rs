@@ -285,7 +285,7 @@ fn the_checker_finds_a_cycle() {
 }
 
 /// Lines of `sources` under `prefix` (a module path) that mention `needle` in code.
-fn mentions<'a>(sources: &'a [Source], prefix: &str, needle: &str) -> Vec<String> {
+fn mentions(sources: &[Source], prefix: &str, needle: &str) -> Vec<String> {
     sources
         .iter()
         .filter(|s| name(&s.module).starts_with(prefix))
