@@ -249,7 +249,7 @@ pub fn story(
                     let _ = write!(t, " {f}");
                 }
                 let _ = write!(t, " → {}", r.outcome);
-                if let (Some(c), false) = (r.committed_status, r.outcome.parse::<u16>().is_ok()) {
+                if let (Some(c), false) = (r.committed_status, r.outcome.is_status()) {
                     let _ = write!(t, " (committed {c})");
                 }
                 if let Some(o) = &r.object {
