@@ -7,9 +7,8 @@ use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
-use common::{charge_body, json, Harness, KEY};
-use fauxpay::faults;
-use fauxpay::provider::Config;
+use common::{charge_body, json, with_profile, Harness, KEY};
+use fauxpay::faults::{self, ms, secs, Fault, ForcedFault, Profile, Rule, When};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -32,27 +31,21 @@ async fn raw_post(h: &Harness, path: &str, body: &str, extra: &[(&str, &str)]) -
     Ok(out)
 }
 
-fn with_profile(toml: &str) -> Config {
-    let profile = faults::parse_profile("test.toml", toml).unwrap_or_else(|e| panic!("{}", e.lines().join("\n")));
-    Config {
-        profile,
-        profile_source: toml.to_string(),
-        ..Config::default()
-    }
+/// A valid profile, or the test fails with every mistake.
+fn built(builder: faults::ProfileBuilder) -> Profile {
+    builder.build().unwrap_or_else(|e| panic!("{}", e.lines().join("\n")))
 }
 
 #[tokio::test]
 async fn drop_response_after_commit_gives_eof_and_a_replayable_charge() {
     let h = Harness::default().await;
     let body = charge_body("drop-1", "pm_card_visa");
+    let fault = Fault::drop_response(When::AfterCommit).header_value();
     let got = raw_post(
         &h,
         "/v1/payment_intents",
         &body,
-        &[
-            ("Idempotency-Key", "kd"),
-            ("Fauxpay-Fault", "drop_response; when=after_commit"),
-        ],
+        &[("Idempotency-Key", "kd"), ("Fauxpay-Fault", &fault)],
     )
     .await
     .unwrap();
@@ -87,11 +80,12 @@ async fn drop_response_after_commit_gives_eof_and_a_replayable_charge() {
 async fn drop_response_before_commit_charges_and_stores_nothing() {
     let h = Harness::default().await;
     let body = charge_body("drop-2", "pm_card_visa");
+    let fault = Fault::drop_response(When::BeforeCommit).header_value();
     let got = raw_post(
         &h,
         "/v1/payment_intents",
         &body,
-        &[("Idempotency-Key", "kb"), ("Fauxpay-Fault", "drop_response")],
+        &[("Idempotency-Key", "kb"), ("Fauxpay-Fault", &fault)],
     )
     .await
     .unwrap();
@@ -126,12 +120,12 @@ async fn magic_payment_methods_force_faults_through_a_merchant() {
 #[tokio::test]
 async fn reset_gives_econnreset() {
     let h = Harness::default().await;
-    for when in ["before_commit", "after_commit"] {
-        let fault = format!("reset; when={when}");
+    for when in [When::BeforeCommit, When::AfterCommit] {
+        let fault = Fault::reset(when).header_value();
         let err = raw_post(
             &h,
             "/v1/payment_intents",
-            &charge_body(when, "pm_card_visa"),
+            &charge_body(when.as_str(), "pm_card_visa"),
             &[("Fauxpay-Fault", &fault)],
         )
         .await
@@ -153,7 +147,7 @@ async fn hang_outlasts_the_client_timeout() {
     let err = client
         .post(h.url("/v1/payment_intents"))
         .bearer_auth(KEY)
-        .header("Fauxpay-Fault", "hang; hang=3s; when=after_commit")
+        .header("Fauxpay-Fault", Fault::hang(When::AfterCommit, secs(3)).header_value())
         .header("content-type", "application/x-www-form-urlencoded")
         .body(charge_body("hang-1", "pm_card_visa"))
         .send()
@@ -196,7 +190,7 @@ async fn error_after_commit_is_stored_and_the_charge_is_found_by_search() {
     let first = h
         .post("/v1/payment_intents")
         .header("Idempotency-Key", "ka")
-        .header("Fauxpay-Fault", "error; status=503; when=after_commit")
+        .header("Fauxpay-Fault", Fault::error(When::AfterCommit, 503).header_value())
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body.clone())
         .send()
@@ -229,20 +223,20 @@ async fn error_after_commit_is_stored_and_the_charge_is_found_by_search() {
 async fn error_before_commit_and_rate_limits_are_not_stored() {
     let h = Harness::default().await;
     let body = charge_body("rl-1", "pm_card_visa");
-    let send = |fault: &'static str| {
+    let send = |fault: Fault| {
         h.post("/v1/payment_intents")
             .header("Idempotency-Key", "kr")
-            .header("Fauxpay-Fault", fault)
+            .header("Fauxpay-Fault", fault.header_value())
             .header("content-type", "application/x-www-form-urlencoded")
             .body(body.clone())
             .send()
     };
-    let limited = send("rate_limit; retry_after=2s").await.unwrap();
+    let limited = send(Fault::rate_limit(secs(2))).await.unwrap();
     assert_eq!(limited.status(), 429);
     assert_eq!(limited.headers()["retry-after"], "2");
     let (_, err) = json(limited).await;
     assert_eq!(err["error"]["code"], "rate_limit");
-    assert_eq!(send("error; status=502").await.unwrap().status(), 502);
+    assert_eq!(send(Fault::error(When::BeforeCommit, 502)).await.unwrap().status(), 502);
     assert!(h.ledger("").await.is_empty());
     let ok = h.form("/v1/payment_intents", &body, Some("kr")).await;
     assert_eq!(ok.status(), 200);
@@ -255,7 +249,7 @@ async fn slow_body_dribbles_the_real_response() {
     let started = Instant::now();
     let resp = h
         .post("/v1/payment_intents")
-        .header("Fauxpay-Fault", "slow_body; duration=600ms")
+        .header("Fauxpay-Fault", Fault::slow_body(ms(600)).header_value())
         .header("content-type", "application/x-www-form-urlencoded")
         .body(charge_body("slow", "pm_card_visa"))
         .send()
@@ -273,7 +267,8 @@ async fn slow_body_dribbles_the_real_response() {
 
 #[tokio::test]
 async fn a_profile_decline_is_a_stored_card_error() {
-    let h = Harness::start(with_profile("name = \"d\"\ndescription = \"d\"\nseed = 3\n[[rules]]\nkind = \"decline\"\ndecline_code = \"insufficient_funds\"\n")).await;
+    let profile = Profile::builder("d").seed(3).rule(Rule::decline("insufficient_funds"));
+    let h = Harness::start(with_profile(built(profile))).await;
     let (status, err) = json(
         h.form("/v1/payment_intents", &charge_body("dec", "pm_card_visa"), Some("kdec"))
             .await,
@@ -291,10 +286,10 @@ async fn a_profile_decline_is_a_stored_card_error() {
 /// Which keys' first attempts were dropped, sending `keys` with `concurrency` at a time.
 async fn dropped_keys(keys: &[String], concurrency: usize) -> BTreeSet<String> {
     // lost-responses' rule, without its latency, so the test stays quick.
-    let h = Harness::start(with_profile(
-        "name = \"lr\"\ndescription = \"lr\"\nseed = 7\n[[rules]]\nkind = \"drop_response\"\nprobability = 0.2\nwhen = \"after_commit\"\n",
-    ))
-    .await;
+    let profile = Profile::builder("lr")
+        .seed(7)
+        .rule(Rule::drop_response().after_commit().probability(0.2));
+    let h = Harness::start(with_profile(built(profile))).await;
     let body = charge_body("det", "pm_card_visa");
     let mut dropped = BTreeSet::new();
     for chunk in keys.chunks(concurrency) {
@@ -367,12 +362,12 @@ async fn profiles_swap_at_run_time_and_invalid_ones_are_refused() {
     }
     let (_, current) = json(h.client.get(h.url("/__fauxpay/profile")).send().await.unwrap()).await;
     assert_eq!(current["profile"]["name"], "lost-responses");
-    let json_profile =
-        serde_json::json!({"name": "j", "description": "j", "seed": 9, "rules": [{"kind": "rate_limit"}]});
+    let json_profile = built(Profile::builder("j").seed(9).rule(Rule::rate_limit(secs(1)))).to_json();
     let ok = h
         .client
         .put(h.url("/__fauxpay/profile"))
-        .json(&json_profile)
+        .header("content-type", "application/json")
+        .body(json_profile)
         .send()
         .await
         .unwrap();
@@ -387,7 +382,10 @@ async fn profiles_swap_at_run_time_and_invalid_ones_are_refused() {
 
 #[tokio::test]
 async fn the_request_log_explains_each_attempt() {
-    let h = Harness::start(with_profile("name = \"f\"\ndescription = \"f\"\nseed = 5\n[[rules]]\nkind = \"drop_response\"\nwhen = \"after_commit\"\nfirst_attempts = 1\n")).await;
+    let profile = Profile::builder("f")
+        .seed(5)
+        .rule(Rule::drop_response().after_commit().first_attempts(1));
+    let h = Harness::start(with_profile(built(profile))).await;
     let body = charge_body("log-1", "pm_card_visa");
     assert!(raw_post(&h, "/v1/payment_intents", &body, &[("Idempotency-Key", "kl")])
         .await
@@ -431,7 +429,10 @@ async fn shutdown_lets_in_flight_requests_finish() {
         client
             .post(url)
             .bearer_auth(KEY)
-            .header("Fauxpay-Fault", "latency; value=400ms")
+            .header(
+                "Fauxpay-Fault",
+                ForcedFault::new().latency(ms(400), When::BeforeCommit).header_value(),
+            )
             .header("content-type", "application/x-www-form-urlencoded")
             .body(charge_body("late", "pm_card_visa"))
             .send()
@@ -451,7 +452,10 @@ async fn a_key_is_in_flight_while_its_first_request_is_held() {
     let slow = h
         .post("/v1/payment_intents")
         .header("Idempotency-Key", "kf")
-        .header("Fauxpay-Fault", "latency; value=800ms")
+        .header(
+            "Fauxpay-Fault",
+            ForcedFault::new().latency(ms(800), When::BeforeCommit).header_value(),
+        )
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body.clone())
         .send();
@@ -474,7 +478,7 @@ async fn the_request_log_keeps_the_committed_status_behind_an_injected_error() {
     let resp = h
         .post("/v1/payment_intents")
         .header("Idempotency-Key", "kc")
-        .header("Fauxpay-Fault", "error; status=500; when=after_commit")
+        .header("Fauxpay-Fault", Fault::error(When::AfterCommit, 500).header_value())
         .header("content-type", "application/x-www-form-urlencoded")
         .body(charge_body("committed", "pm_card_visa"))
         .send()
@@ -502,7 +506,10 @@ async fn shutdown_releases_held_requests() {
         client
             .post(url)
             .bearer_auth(KEY)
-            .header("Fauxpay-Fault", "hang; hang=60s")
+            .header(
+                "Fauxpay-Fault",
+                Fault::hang(When::BeforeCommit, secs(60)).header_value(),
+            )
             .header("content-type", "application/x-www-form-urlencoded")
             .body(charge_body("held", "pm_card_visa"))
             .send()

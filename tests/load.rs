@@ -6,9 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::Harness;
+use common::{with_profile, Harness};
 use fauxpay::faults;
-use fauxpay::provider::Config;
 use serde_json::Value;
 
 fn out_dir(name: &str) -> PathBuf {
@@ -18,11 +17,7 @@ fn out_dir(name: &str) -> PathBuf {
 }
 
 async fn provider(profile: &str) -> Harness {
-    Harness::start(Config {
-        profile: faults::bundled::load(profile).unwrap(),
-        ..Config::default()
-    })
-    .await
+    Harness::start(with_profile(faults::bundled::load(profile).unwrap())).await
 }
 
 struct Run {

@@ -28,18 +28,6 @@ pub enum FailureKind {
     Other,
 }
 
-impl FailureKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Reset => "reset",
-            Self::Eof => "eof",
-            Self::Connect => "connect",
-            Self::Other => "error",
-        }
-    }
-}
-
 /// What one attempt got back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]

@@ -8,9 +8,10 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt;
 
 use futures_util::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::LoadError;
 
@@ -38,14 +39,25 @@ pub struct LedgerView {
     pub records: u64,
 }
 
+/// What a ledger record moved (`kind` in the ledger schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// A captured charge.
+    Charge,
+    Refund,
+    /// A kind this reader does not know (a newer provider): counted, otherwise ignored.
+    #[serde(other)]
+    Other,
+}
+
 /// One ledger line, its text borrowed from the line where it needs no unescaping.
 #[derive(Deserialize)]
 struct Line<'a> {
     schema_version: u64,
     #[serde(borrow)]
     id: Cow<'a, str>,
-    #[serde(borrow)]
-    kind: Cow<'a, str>,
+    kind: RecordKind,
     amount: u64,
     #[serde(borrow)]
     payment_intent: Option<Cow<'a, str>>,
@@ -72,8 +84,8 @@ impl LedgerView {
         }
         self.records += 1;
         let Some(order) = l.correlation_id else { return Ok(()) };
-        match &*l.kind {
-            "charge" => {
+        match l.kind {
+            RecordKind::Charge => {
                 let charge = LedgerCharge {
                     id: l.id.into_owned(),
                     amount: l.amount,
@@ -88,13 +100,13 @@ impl LedgerView {
                     }
                 }
             }
-            "refund" => match self.refunded.get_mut(&*order) {
+            RecordKind::Refund => match self.refunded.get_mut(&*order) {
                 Some(total) => *total += l.amount,
                 None => {
                     self.refunded.insert(order.into_owned(), l.amount);
                 }
             },
-            _ => {}
+            RecordKind::Other => {}
         }
         Ok(())
     }
@@ -153,15 +165,70 @@ pub async fn fetch_ledger(
 }
 
 /// One request as the provider logged it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ProviderRequest {
     pub attempt: u32,
     pub idempotency_key: Option<String>,
     pub correlation_id: Option<String>,
     pub fault: Option<String>,
-    pub outcome: String,
+    pub outcome: RequestOutcome,
     pub committed_status: Option<u16>,
     pub object: Option<String>,
+}
+
+/// How a request ended, in the provider's request log: the status sent (`"200"`), or what
+/// happened to the connection instead (`"dropped"`, `"reset"`, `"hung"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestOutcome {
+    Status(u16),
+    /// Closed without a response byte.
+    Dropped,
+    Reset,
+    /// Held with no response until the hang ended or the client left.
+    Hung,
+    /// A word this reader does not know (a newer provider), kept as written so that one
+    /// new word does not cost the whole log.
+    Other(String),
+}
+
+impl RequestOutcome {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "dropped" => Self::Dropped,
+            "reset" => Self::Reset,
+            "hung" => Self::Hung,
+            _ => s.parse().map_or_else(|_| Self::Other(s.to_string()), Self::Status),
+        }
+    }
+
+    /// True when the client got an HTTP answer.
+    pub fn is_status(&self) -> bool {
+        matches!(self, Self::Status(_))
+    }
+}
+
+impl fmt::Display for RequestOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status(code) => write!(f, "{code}"),
+            Self::Dropped => f.write_str("dropped"),
+            Self::Reset => f.write_str("reset"),
+            Self::Hung => f.write_str("hung"),
+            Self::Other(word) => f.write_str(word),
+        }
+    }
+}
+
+impl Serialize for RequestOutcome {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestOutcome {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Cow::<'de, str>::deserialize(d).map(|s| Self::parse(&s))
+    }
 }
 
 /// The provider's recent requests for this run, by order id (best effort: the log is a
@@ -220,5 +287,35 @@ mod tests {
         assert!(v
             .add_line(br#"{"schema_version":2,"id":"x","kind":"charge","amount":1}"#)
             .is_err());
+        v.add_line(br#"{"schema_version":1,"id":"x_1","kind":"dispute","amount":7,"correlation_id":"r-1"}"#)
+            .unwrap();
+        assert_eq!(
+            (v.charges["r-1"].len(), v.refunded["r-1"], v.records),
+            (2, 200, 4),
+            "unknown kinds are counted, nothing more"
+        );
+    }
+
+    #[test]
+    fn request_outcomes_read_and_write_the_logs_words() {
+        for (word, outcome) in [
+            ("200", RequestOutcome::Status(200)),
+            ("503", RequestOutcome::Status(503)),
+            ("dropped", RequestOutcome::Dropped),
+            ("reset", RequestOutcome::Reset),
+            ("hung", RequestOutcome::Hung),
+            ("paused", RequestOutcome::Other("paused".into())),
+        ] {
+            let read: RequestOutcome = serde_json::from_str(&format!("\"{word}\"")).unwrap();
+            assert_eq!(read, outcome, "{word}");
+            assert_eq!(read.to_string(), word);
+            assert_eq!(serde_json::to_string(&read).unwrap(), format!("\"{word}\""));
+            assert_eq!(read.is_status(), word.parse::<u16>().is_ok());
+        }
+        let r: ProviderRequest = serde_json::from_str(
+            r#"{"attempt":1,"idempotency_key":null,"correlation_id":"r-1","fault":"reset","outcome":"reset","committed_status":200,"object":null}"#,
+        )
+        .unwrap();
+        assert_eq!(r.outcome, RequestOutcome::Reset);
     }
 }

@@ -47,6 +47,45 @@ impl Anomaly {
     }
 }
 
+/// The kinds of anomaly, in the order reports list them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnomalyKind {
+    /// More than one captured charge.
+    DoubleCharge,
+    /// Told `ok`, no captured charge.
+    Lost,
+    /// Told `fail`, yet charged.
+    Phantom,
+    AmountMismatch,
+    /// One key answered with two different payments.
+    InconsistentReplay,
+    /// Never told anything definite (`info`).
+    Unresolved,
+}
+
+impl AnomalyKind {
+    pub const ALL: [AnomalyKind; 6] = [
+        Self::DoubleCharge,
+        Self::Lost,
+        Self::Phantom,
+        Self::AmountMismatch,
+        Self::InconsistentReplay,
+        Self::Unresolved,
+    ];
+
+    /// The name reports and gates give it: `double charges`, `lost charges`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DoubleCharge => "double charges",
+            Self::Lost => "lost charges",
+            Self::Phantom => "phantom charges",
+            Self::AmountMismatch => "amount mismatches",
+            Self::InconsistentReplay => "inconsistent replays",
+            Self::Unresolved => "unresolved payments",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Anomalies {
     /// Orders with more than one captured charge.
@@ -65,6 +104,18 @@ pub struct Anomalies {
 }
 
 impl Anomalies {
+    /// The count and examples of one kind.
+    pub fn get(&self, kind: AnomalyKind) -> &Anomaly {
+        match kind {
+            AnomalyKind::DoubleCharge => &self.double_charges,
+            AnomalyKind::Lost => &self.lost,
+            AnomalyKind::Phantom => &self.phantom,
+            AnomalyKind::AmountMismatch => &self.amount_mismatch,
+            AnomalyKind::InconsistentReplay => &self.inconsistent_replay,
+            AnomalyKind::Unresolved => &self.unresolved,
+        }
+    }
+
     pub fn merge(&mut self, o: &Anomalies) {
         self.double_charges.merge(&o.double_charges);
         self.extra_charges += o.extra_charges;
@@ -249,7 +300,7 @@ pub fn story(
                     let _ = write!(t, " {f}");
                 }
                 let _ = write!(t, " → {}", r.outcome);
-                if let (Some(c), false) = (r.committed_status, r.outcome.parse::<u16>().is_ok()) {
+                if let (Some(c), false) = (r.committed_status, r.outcome.is_status()) {
                     let _ = write!(t, " (committed {c})");
                 }
                 if let Some(o) = &r.object {

@@ -6,16 +6,17 @@
 //! serialised whole, so [`Report::merge`] of reports written by several load generators
 //! against one provider gives the same counts and percentiles as one combined run.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::LoadError;
 use crate::latency::{Latency, Percentiles};
 use crate::mix::Behaviour;
-use crate::reconcile::{Anomalies, BehaviourCounts, Example, Outcomes};
+use crate::reconcile::{Anomalies, AnomalyKind, BehaviourCounts, Example, Outcomes};
 
 /// Version of `report.json`; bumped on any incompatible change.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -47,9 +48,72 @@ pub struct Thresholds {
     pub max_p99_ms: Option<f64>,
 }
 
+impl Thresholds {
+    /// The most anomalies of `kind` a run may have; `None` when the kind is not gated.
+    pub fn max(&self, kind: AnomalyKind) -> Option<u64> {
+        match kind {
+            AnomalyKind::DoubleCharge => Some(self.max_double_charges),
+            AnomalyKind::Lost => Some(self.max_lost),
+            AnomalyKind::Phantom => Some(self.max_phantom),
+            AnomalyKind::AmountMismatch => Some(self.max_amount_mismatch),
+            AnomalyKind::InconsistentReplay => Some(self.max_inconsistent_replays),
+            AnomalyKind::Unresolved => self.max_unresolved,
+        }
+    }
+}
+
+/// What a gate holds to: a count of anomalies, or the end-to-end p99. Written as its name
+/// (`"double charges"`, `"payment p99"`) in `report.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GateName {
+    Anomaly(AnomalyKind),
+    PaymentP99,
+}
+
+impl GateName {
+    pub const ALL: [GateName; 7] = [
+        Self::Anomaly(AnomalyKind::DoubleCharge),
+        Self::Anomaly(AnomalyKind::Lost),
+        Self::Anomaly(AnomalyKind::Phantom),
+        Self::Anomaly(AnomalyKind::AmountMismatch),
+        Self::Anomaly(AnomalyKind::InconsistentReplay),
+        Self::Anomaly(AnomalyKind::Unresolved),
+        Self::PaymentP99,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anomaly(kind) => kind.name(),
+            Self::PaymentP99 => "payment p99",
+        }
+    }
+}
+
+impl fmt::Display for GateName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for GateName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for GateName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = Cow::<'de, str>::deserialize(d)?;
+        Self::ALL
+            .into_iter()
+            .find(|g| g.as_str() == name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown gate {name:?}")))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gate {
-    pub name: String,
+    pub name: GateName,
     pub value: String,
     pub threshold: String,
     pub passed: bool,
@@ -130,48 +194,24 @@ impl Report {
     /// Every gate, evaluated against this report's numbers.
     pub fn evaluate(&self) -> Vec<Gate> {
         let t = &self.thresholds;
-        let a = &self.anomalies;
-        let count_gate = |name: &str, value: u64, max: u64, examples: &[Example]| Gate {
-            name: name.to_string(),
-            value: value.to_string(),
-            threshold: format!("≤ {max}"),
-            passed: value <= max,
-            examples: examples.to_vec(),
-        };
-        let mut gates = vec![
-            count_gate(
-                "double charges",
-                a.double_charges.count,
-                t.max_double_charges,
-                &a.double_charges.examples,
-            ),
-            count_gate("lost charges", a.lost.count, t.max_lost, &a.lost.examples),
-            count_gate("phantom charges", a.phantom.count, t.max_phantom, &a.phantom.examples),
-            count_gate(
-                "amount mismatches",
-                a.amount_mismatch.count,
-                t.max_amount_mismatch,
-                &a.amount_mismatch.examples,
-            ),
-            count_gate(
-                "inconsistent replays",
-                a.inconsistent_replay.count,
-                t.max_inconsistent_replays,
-                &a.inconsistent_replay.examples,
-            ),
-        ];
-        if let Some(max) = t.max_unresolved {
-            gates.push(count_gate(
-                "unresolved payments",
-                a.unresolved.count,
-                max,
-                &a.unresolved.examples,
-            ));
-        }
+        let mut gates: Vec<Gate> = AnomalyKind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let max = t.max(kind)?;
+                let a = self.anomalies.get(kind);
+                Some(Gate {
+                    name: GateName::Anomaly(kind),
+                    value: a.count.to_string(),
+                    threshold: format!("≤ {max}"),
+                    passed: a.count <= max,
+                    examples: a.examples.clone(),
+                })
+            })
+            .collect();
         if let Some(max) = t.max_p99_ms {
             let p99 = self.latency.payment.p99_ms;
             gates.push(Gate {
-                name: "payment p99".into(),
+                name: GateName::PaymentP99,
                 value: format!("{p99:.1} ms"),
                 threshold: format!("≤ {max:.1} ms"),
                 passed: p99 <= max,
@@ -415,7 +455,7 @@ impl Report {
             let _ = write!(
                 s,
                 "    <testcase classname=\"fauxpay.gates\" name=\"{} {}\"",
-                xml(&g.name),
+                xml(g.name.as_str()),
                 xml(&g.threshold)
             );
             if g.passed {
@@ -425,7 +465,7 @@ impl Report {
                 let _ = writeln!(
                     s,
                     ">\n      <failure message=\"{} = {} ({})\">{}</failure>\n    </testcase>",
-                    xml(&g.name),
+                    xml(g.name.as_str()),
                     xml(&g.value),
                     xml(&g.threshold),
                     xml(&detail.join("\n"))
@@ -532,6 +572,33 @@ mod tests {
         assert_eq!(m.runs.len(), 2);
         assert!((m.latency.attempt.max_ms - 50.0).abs() < 0.1);
         assert_eq!(m.attempts_per_sec, 24.0);
+    }
+
+    #[test]
+    fn gate_names_are_written_as_before_and_read_back() {
+        let mut r = sample("a", 1, &[10]);
+        r.thresholds.max_unresolved = Some(3);
+        r.gates = r.evaluate();
+        let names: Vec<&str> = r.gates.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "double charges",
+                "lost charges",
+                "phantom charges",
+                "amount mismatches",
+                "inconsistent replays",
+                "unresolved payments",
+                "payment p99"
+            ]
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["gates"][0]["name"], "double charges");
+        assert_eq!(json["gates"][6]["name"], "payment p99");
+        let back: Report = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        let bad = serde_json::from_str::<GateName>("\"doubled charges\"").unwrap_err();
+        assert!(bad.to_string().contains("unknown gate \"doubled charges\""), "{bad}");
     }
 
     #[test]

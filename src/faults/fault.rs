@@ -157,7 +157,7 @@ impl fmt::Display for Fault {
 }
 
 /// Stripe's customer-facing message for a decline.
-fn default_decline_message(code: &str, decline_code: &str) -> &'static str {
+pub(crate) fn default_decline_message(code: &str, decline_code: &str) -> &'static str {
     match (code, decline_code) {
         ("expired_card", _) | (_, "expired_card") => "Your card has expired.",
         ("incorrect_cvc", _) | (_, "incorrect_cvc") => "Your card's security code is incorrect.",

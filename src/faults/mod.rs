@@ -9,8 +9,12 @@
 //! identity, its attempt number and the rule, so the same seed gives the same faults under
 //! any concurrency. Requests may also force a fault ([`parse_forced`] for the
 //! `Fauxpay-Fault` header, [`forced_by_payment_method`] for `pm_fault_…` payment methods),
-//! and [`bundled`] holds the ready profiles of `fault-profiles/`.
+//! and [`bundled`] holds the ready profiles of `fault-profiles/`. Code that would write
+//! profiles or headers as text uses the typed builders instead: [`Profile::builder`] with
+//! [`Rule::drop_response`] and friends (checked by the parser itself), [`ForcedFault`] and
+//! [`Fault::header_value`]; [`Profile::to_json`] gives the text back.
 
+mod builder;
 pub mod bundled;
 mod checker;
 mod engine;
@@ -22,6 +26,7 @@ mod profile;
 mod sample;
 mod tree;
 
+pub use builder::{ms, secs, ForcedFault, ProfileBuilder, RuleBuilder, Timed, Untimed};
 pub use engine::{Decision, FaultEngine, RequestFacts};
 pub use error::{Diagnostic, ProfileError};
 pub use fault::{Fault, When};

@@ -15,13 +15,13 @@ use super::tree::{self, Node, Value};
 /// Parses and validates a TOML profile; `source` labels the errors (usually the path).
 pub fn parse_profile(source: &str, text: &str) -> Result<Profile, ProfileError> {
     let root = tree::from_toml(source, text).map_err(ProfileError::single)?;
-    build(source, &root)
+    check_tree(source, &root)
 }
 
 /// Parses and validates a JSON profile (same schema; its errors carry no line).
 pub fn parse_profile_json(source: &str, text: &str) -> Result<Profile, ProfileError> {
     let root = tree::from_json(source, text).map_err(ProfileError::single)?;
-    build(source, &root)
+    check_tree(source, &root)
 }
 
 /// JSON when the text starts with `{`, else TOML.
@@ -33,7 +33,8 @@ pub fn parse_profile_text(source: &str, text: &str) -> Result<Profile, ProfileEr
     }
 }
 
-fn build(source: &str, root: &Node) -> Result<Profile, ProfileError> {
+/// Reads and validates a document tree (from TOML, JSON, or the typed builder).
+pub(crate) fn check_tree(source: &str, root: &Node) -> Result<Profile, ProfileError> {
     let mut c = Checker::new(source);
     let profile = profile(&mut c, root);
     match (ProfileError::from_diagnostics(c.diagnostics), profile) {

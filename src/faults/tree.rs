@@ -1,9 +1,11 @@
-//! A document tree that remembers lines: TOML (through `toml::Spanned`) or JSON is read
-//! into [`Node`]s, each with the 1-based line its value starts on (a table's header line
-//! for `[table]` and `[[array]]` tables), so that validation can name the exact line.
-//! JSON has no positions, so its nodes carry none.
+//! A document tree that remembers lines: TOML (through the `toml` crate's span protocol)
+//! or JSON is read into [`Node`]s, each with the 1-based line its value starts on (a
+//! table's header line for `[table]` and `[[array]]` tables; a table only implied by a
+//! dotted header such as `[rules.match.metadata]` takes its first entry's line), so that
+//! validation can name the exact line. JSON has no positions, so its nodes carry none.
 
 use std::fmt;
+use std::ops::Range;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -47,7 +49,7 @@ impl Node {
 
 /// Reads TOML text; a syntax error is one diagnostic at its line.
 pub(crate) fn from_toml(source: &str, text: &str) -> Result<Node, Diagnostic> {
-    match toml::from_str::<toml::Spanned<Raw>>(text) {
+    match toml::from_str::<Located>(text) {
         Ok(raw) => Ok(LineIndex::new(text).node(raw)),
         Err(e) => Err(Diagnostic {
             source: source.to_string(),
@@ -61,7 +63,7 @@ pub(crate) fn from_toml(source: &str, text: &str) -> Result<Node, Diagnostic> {
 /// Reads JSON text; a syntax error is one diagnostic at its line.
 pub(crate) fn from_json(source: &str, text: &str) -> Result<Node, Diagnostic> {
     match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(v) => Ok(json_node(v)),
+        Ok(v) => Ok(from_json_value(v)),
         Err(e) => Err(Diagnostic {
             source: source.to_string(),
             line: u32::try_from(e.line()).ok().filter(|l| *l > 0),
@@ -71,7 +73,8 @@ pub(crate) fn from_json(source: &str, text: &str) -> Result<Node, Diagnostic> {
     }
 }
 
-fn json_node(v: serde_json::Value) -> Node {
+/// A JSON value as a tree (without lines).
+pub(crate) fn from_json_value(v: serde_json::Value) -> Node {
     use serde_json::Value as J;
     let value = match v {
         J::Null => Value::Null,
@@ -81,8 +84,8 @@ fn json_node(v: serde_json::Value) -> Node {
             None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         J::String(s) => Value::Str(s),
-        J::Array(a) => Value::Array(a.into_iter().map(json_node).collect()),
-        J::Object(o) => Value::Table(o.into_iter().map(|(k, v)| (k, json_node(v))).collect()),
+        J::Array(a) => Value::Array(a.into_iter().map(from_json_value).collect()),
+        J::Object(o) => Value::Table(o.into_iter().map(|(k, v)| (k, from_json_value(v))).collect()),
     };
     Node { line: None, value }
 }
@@ -105,9 +108,8 @@ impl LineIndex {
         u32::try_from(line).unwrap_or(u32::MAX)
     }
 
-    fn node(&self, raw: toml::Spanned<Raw>) -> Node {
-        let line = Some(self.line(raw.span().start));
-        let value = match raw.into_inner() {
+    fn node(&self, located: Located) -> Node {
+        let value = match located.raw {
             Raw::Str(s) => Value::Str(s),
             Raw::Int(i) => Value::Int(i),
             Raw::Float(x) => Value::Float(x),
@@ -116,20 +118,42 @@ impl LineIndex {
             Raw::Array(a) => Value::Array(a.into_iter().map(|n| self.node(n)).collect()),
             Raw::Table(t) => Value::Table(t.into_iter().map(|(k, n)| (k, self.node(n))).collect()),
         };
+        let line = match (&located.span, &value) {
+            (Some(span), _) => Some(self.line(span.start)),
+            (None, Value::Table(entries)) => entries.iter().find_map(|(_, n)| n.line),
+            (None, _) => None,
+        };
         Node { line, value }
     }
 }
 
-/// The TOML deserializer's view of a document, with a span on every value.
+/// The TOML deserializer's view of a document, with each value's span where it has one.
 enum Raw {
     Str(String),
     Int(i64),
     Float(f64),
     Bool(bool),
     Datetime(String),
-    Array(Vec<toml::Spanned<Raw>>),
-    Table(Vec<(String, toml::Spanned<Raw>)>),
+    Array(Vec<Located>),
+    Table(Vec<(String, Located)>),
 }
+
+/// A value and its byte span. The deserializer has no span for a table that only a dotted
+/// header implies (`match` in `[rules.match.metadata]`), which `toml::Spanned` refuses:
+/// this reads either.
+struct Located {
+    span: Option<Range<usize>>,
+    raw: Raw,
+}
+
+/// The span protocol between the `toml` deserializer and `serde_spanned`: a struct of
+/// this name and these fields is answered, when a span is known, by a map of them.
+const SPANNED: &str = "$__serde_spanned_private_Spanned";
+const SPAN_FIELDS: &[&str] = &[
+    "$__serde_spanned_private_start",
+    "$__serde_spanned_private_end",
+    "$__serde_spanned_private_value",
+];
 
 /// How the `toml` crate hands a datetime to `deserialize_any`: a one-entry map.
 const TOML_DATETIME_KEY: &str = "$__toml_private_datetime";
@@ -138,6 +162,96 @@ impl<'de> Deserialize<'de> for Raw {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(RawVisitor)
     }
+}
+
+impl<'de> Deserialize<'de> for Located {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_struct(SPANNED, SPAN_FIELDS, LocatedVisitor)
+    }
+}
+
+/// Reads the span map, or, when there is no span, the value itself.
+struct LocatedVisitor;
+
+fn unspanned<E>(raw: Result<Raw, E>) -> Result<Located, E> {
+    raw.map(|raw| Located { span: None, raw })
+}
+
+impl<'de> Visitor<'de> for LocatedVisitor {
+    type Value = Located;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a TOML value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Located, E> {
+        unspanned(RawVisitor.visit_bool(v))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Located, E> {
+        unspanned(RawVisitor.visit_i64(v))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Located, E> {
+        unspanned(RawVisitor.visit_u64(v))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Located, E> {
+        unspanned(RawVisitor.visit_f64(v))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Located, E> {
+        unspanned(RawVisitor.visit_str(v))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Located, E> {
+        unspanned(RawVisitor.visit_string(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Located, A::Error> {
+        unspanned(RawVisitor.visit_seq(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Located, A::Error> {
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(Located {
+                span: None,
+                raw: Raw::Table(Vec::new()),
+            });
+        };
+        if first != SPAN_FIELDS[0] {
+            // No span: a table, of which `first` is the first key.
+            return unspanned(table_from(first, map));
+        }
+        let start: usize = map.next_value()?;
+        span_field(&mut map, SPAN_FIELDS[1])?;
+        let end: usize = map.next_value()?;
+        span_field(&mut map, SPAN_FIELDS[2])?;
+        let raw: Raw = map.next_value()?;
+        Ok(Located {
+            span: Some(start..end),
+            raw,
+        })
+    }
+}
+
+fn span_field<'de, A: MapAccess<'de>>(map: &mut A, expected: &str) -> Result<(), A::Error> {
+    match map.next_key::<String>()? {
+        Some(key) if key == expected => Ok(()),
+        _ => Err(serde::de::Error::custom("a malformed span")),
+    }
+}
+
+/// A table (or a datetime, which comes as a one-entry map) whose first key is read.
+fn table_from<'de, A: MapAccess<'de>>(first: String, mut map: A) -> Result<Raw, A::Error> {
+    if first == TOML_DATETIME_KEY {
+        return Ok(Raw::Datetime(map.next_value::<String>()?));
+    }
+    let mut entries = vec![(first, map.next_value()?)];
+    while let Some(key) = map.next_key::<String>()? {
+        entries.push((key, map.next_value()?));
+    }
+    Ok(Raw::Table(entries))
 }
 
 struct RawVisitor;
@@ -184,14 +298,10 @@ impl<'de> Visitor<'de> for RawVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Raw, A::Error> {
-        let mut entries = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if key == TOML_DATETIME_KEY {
-                return Ok(Raw::Datetime(map.next_value::<String>()?));
-            }
-            entries.push((key, map.next_value()?));
+        match map.next_key::<String>()? {
+            Some(first) => table_from(first, map),
+            None => Ok(Raw::Table(Vec::new())),
         }
-        Ok(Raw::Table(entries))
     }
 }
 
@@ -221,6 +331,25 @@ mod tests {
         assert_eq!(rule[1].1.line, Some(7));
         assert_eq!(rule[2].1.line, Some(8), "a [table] starts at its header");
         assert_eq!(table(&rule[2].1)[0].1.line, Some(9));
+    }
+
+    #[test]
+    fn tables_implied_by_dotted_headers_and_keys_are_read() {
+        let text =
+            "[[rules]]\nkind = \"a\"\n\n[rules.match.metadata]\ntier = \"gold\"\n\n[rules.window]\nstart.x = 1\n";
+        let root = from_toml("f", text).unwrap();
+        let Value::Array(rules) = &table(&root)[0].1.value else {
+            panic!()
+        };
+        let rule = table(&rules[0]);
+        assert_eq!(rule[1].0, "match");
+        assert_eq!(rule[1].1.line, Some(4), "an implied table takes its first entry's line");
+        let metadata = &table(&rule[1].1)[0];
+        assert_eq!((metadata.0.as_str(), metadata.1.line), ("metadata", Some(4)));
+        assert_eq!(table(&metadata.1)[0].1.value, Value::Str("gold".into()));
+        let start = &table(&rule[2].1)[0].1;
+        assert_eq!(table(start)[0].1.value, Value::Int(1));
+        assert_eq!(start.line, Some(8));
     }
 
     #[test]

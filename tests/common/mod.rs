@@ -1,11 +1,21 @@
 //! Helpers shared by the end-to-end tests: a provider on a free port and a client for it.
 #![allow(dead_code)]
 
+use fauxpay::faults::Profile;
 use fauxpay::provider::{Config, RunningProvider};
 use reqwest::{Client, RequestBuilder, Response};
 use serde_json::Value;
 
 pub const KEY: &str = "sk_test_fauxpay";
+
+/// The default configuration under `profile` (its JSON is the source the admin API shows).
+pub fn with_profile(profile: Profile) -> Config {
+    Config {
+        profile_source: profile.to_json(),
+        profile,
+        ..Config::default()
+    }
+}
 
 pub struct Harness {
     pub provider: RunningProvider,

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use std::time::Instant;
 
 use fauxpay_loadtests::client::{AttemptRecord, AttemptResult, Outcome, PaymentRecord};
-use fauxpay_loadtests::ledger::{LedgerView, ProviderRequest};
+use fauxpay_loadtests::ledger::{LedgerView, ProviderRequest, RequestOutcome};
 use fauxpay_loadtests::mix::Behaviour;
 use fauxpay_loadtests::reconcile::reconcile;
 
@@ -100,7 +100,7 @@ fn main() {
                 idempotency_key: Some(format!("{run}-{i:06}-k")),
                 correlation_id: Some(format!("{run}-{i:06}")),
                 fault: None,
-                outcome: "200".into(),
+                outcome: RequestOutcome::Status(200),
                 committed_status: Some(200),
                 object: Some(format!("pi_{}", suffix(i, 1))),
             });

@@ -98,6 +98,26 @@ duration = "30s"
 }
 
 #[test]
+fn a_match_implied_by_its_subtables_parses() {
+    let p = ok("[[rules]]\nkind = \"reset\"\n[rules.match.metadata]\ntier = \"gold\"\n[rules.match.amount]\nmin = 5\n");
+    assert_eq!(
+        p.rules[0].matches,
+        Match {
+            amount: Some(AmountRange {
+                min: Some(5),
+                max: None
+            }),
+            metadata: BTreeMap::from([("tier".to_string(), "gold".to_string())]),
+            ..Match::default()
+        }
+    );
+    assert_eq!(
+        error("[[rules]]\nkind = \"reset\"\n[rules.match.amount]\nmin = -1\n"),
+        "x.toml:7: rules[0].match.amount.min: expected a non-negative integer amount, got -1"
+    );
+}
+
+#[test]
 fn defaults_fill_in() {
     let p = ok(
         "[[rules]]\nkind = \"error\"\n[[rules]]\nkind = \"rate_limit\"\n[[rules]]\nkind = \"decline\"\n\
