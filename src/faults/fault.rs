@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 
 /// Whether a fault acts before the charge commits (nothing charged, nothing stored: safe
 /// to retry) or after it (the money moved and the client is left in doubt).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
     #[default]
@@ -102,18 +102,56 @@ pub(crate) fn kinds_with_when() -> String {
 /// The 5xx statuses an `error` fault may answer with.
 pub(crate) const ERROR_STATUSES: &[u16] = &[500, 502, 503, 504];
 
-impl Fault {
+/// The kinds of [`Fault`], without their parameters: what fault counters are keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    DropResponse,
+    Reset,
+    Hang,
+    Error,
+    RateLimit,
+    Decline,
+    SlowBody,
+}
+
+impl FaultKind {
     /// The schema's kind name (`drop_response`, `rate_limit`, …): a stable metrics label.
-    pub fn kind(&self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Fault::DropResponse { .. } => "drop_response",
-            Fault::Reset { .. } => "reset",
-            Fault::Hang { .. } => "hang",
-            Fault::Error { .. } => "error",
-            Fault::RateLimit { .. } => "rate_limit",
-            Fault::Decline { .. } => "decline",
-            Fault::SlowBody { .. } => "slow_body",
+            FaultKind::DropResponse => "drop_response",
+            FaultKind::Reset => "reset",
+            FaultKind::Hang => "hang",
+            FaultKind::Error => "error",
+            FaultKind::RateLimit => "rate_limit",
+            FaultKind::Decline => "decline",
+            FaultKind::SlowBody => "slow_body",
         }
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Fault {
+    /// Which kind of fault this is.
+    pub fn fault_kind(&self) -> FaultKind {
+        match self {
+            Fault::DropResponse { .. } => FaultKind::DropResponse,
+            Fault::Reset { .. } => FaultKind::Reset,
+            Fault::Hang { .. } => FaultKind::Hang,
+            Fault::Error { .. } => FaultKind::Error,
+            Fault::RateLimit { .. } => FaultKind::RateLimit,
+            Fault::Decline { .. } => FaultKind::Decline,
+            Fault::SlowBody { .. } => FaultKind::SlowBody,
+        }
+    }
+
+    /// The schema's kind name (`drop_response`, `rate_limit`, …).
+    pub fn kind(&self) -> &'static str {
+        self.fault_kind().as_str()
     }
 
     /// When the fault acts: as configured for the kinds that have a `when`; before the

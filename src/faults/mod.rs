@@ -29,7 +29,7 @@ mod tree;
 pub use builder::{ms, secs, ForcedFault, ProfileBuilder, RuleBuilder, Timed, Untimed};
 pub use engine::{Decision, FaultEngine, RequestFacts};
 pub use error::{Diagnostic, ProfileError};
-pub use fault::{Fault, When};
+pub use fault::{Fault, FaultKind, When};
 pub use forced::{forced_by_payment_method, parse_forced, FORCED_PAYMENT_METHODS};
 pub use parse::{parse_profile, parse_profile_json, parse_profile_text};
 pub use profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};

@@ -21,7 +21,7 @@ use serde::{Serialize, Serializer};
 
 use crate::provider::endpoint::Verb;
 
-use crate::faults::{self, Decision, Fault, FaultEngine, Profile, RequestFacts, When};
+use crate::faults::{self, Decision, Fault, FaultEngine, FaultKind, Profile, RequestFacts, When};
 use crate::provider::cards::Decline;
 use crate::provider::error::ApiError;
 use crate::provider::ids::{CorrelationId, IdempotencyKey, ObjectId, RequestId};
@@ -180,7 +180,7 @@ pub struct FaultInjector {
     anonymous: AtomicU64,
     log: Sharded<VecDeque<RequestRecord>>,
     log_seq: AtomicU64,
-    counts: Sharded<FastMap<(&'static str, When), u64>>,
+    counts: Sharded<FastMap<(FaultKind, When), u64>>,
 }
 
 impl FaultInjector {
@@ -248,7 +248,7 @@ impl FaultInjector {
             })
         };
         if let Some(f) = &decision.fault {
-            let key = (f.kind(), f.when());
+            let key = (f.fault_kind(), f.when());
             *self.counts.lock(&key).entry(key).or_default() += 1;
         }
         let label = decision.label().map(Arc::from);
@@ -282,13 +282,13 @@ impl FaultInjector {
     }
 
     /// Faults applied so far, by kind and `when`.
-    pub fn counts(&self) -> Vec<((&'static str, When), u64)> {
+    pub fn counts(&self) -> Vec<((FaultKind, When), u64)> {
         let mut out: Vec<_> = self
             .counts
             .iter()
             .flat_map(|s| s.lock().iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>())
             .collect();
-        out.sort_by_key(|((kind, when), _)| (*kind, when.as_str()));
+        out.sort();
         out
     }
 
@@ -370,7 +370,7 @@ mod tests {
         assert_eq!(anon.attempt, 1);
         assert_eq!(
             inj.counts(),
-            vec![(("drop_response", When::AfterCommit), 2)],
+            vec![((FaultKind::DropResponse, When::AfterCommit), 2)],
             "the key's first attempt and the anonymous request"
         );
         inj.reset();

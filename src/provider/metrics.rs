@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::faults::When;
+use crate::faults::{FaultKind, When};
 use crate::provider::ledger::Ledger;
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
@@ -127,7 +127,7 @@ impl Metrics {
 
     /// The OpenMetrics text of every metric; `faults` are the faults applied so far, by
     /// kind and when they acted.
-    pub fn render(&self, ledger: &Ledger, faults: &[((&'static str, When), u64)]) -> String {
+    pub fn render(&self, ledger: &Ledger, faults: &[((FaultKind, When), u64)]) -> String {
         let counts = ledger.counts();
         let mut scraped = Registry::default();
         scraped.register(
@@ -154,7 +154,7 @@ impl Metrics {
         for ((kind, when), n) in faults {
             by_fault
                 .get_or_create(&FaultLabels {
-                    kind,
+                    kind: kind.as_str(),
                     when: when.as_str(),
                 })
                 .inc_by(*n);
@@ -184,7 +184,7 @@ mod tests {
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(30));
         m.replays.inc();
         m.in_flight.inc();
-        let text = m.render(&Ledger::default(), &[(("reset", When::AfterCommit), 3)]);
+        let text = m.render(&Ledger::default(), &[((FaultKind::Reset, When::AfterCommit), 3)]);
         assert!(
             text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"),
             "{text}"
