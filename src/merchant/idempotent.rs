@@ -22,7 +22,7 @@ use super::checkout::{Answer, CheckoutRequest, Reply};
 use super::clock::{ms, now_ms};
 use super::fencing::{advance, Advance};
 use super::gateway::{ChargeOutcome, ChargeRequest, Gateway};
-use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyCheck, KeyRecord};
+use super::idempotency_record::{IdempotencyKey, KeyBegin, KeyCheck, KeyRecord};
 use super::lock::OrderLock;
 use super::order::{Order, OrderId, OrderStatus, Transition};
 use super::reconciler::{examine, Finding, Reconciler, Resolution};
@@ -81,7 +81,7 @@ impl Idempotent {
     }
 
     async fn checkout_locked(&self, req: &CheckoutRequest, key: Option<&IdempotencyKey>) -> Result<Answer, StoreError> {
-        let fingerprint = Fingerprint::of(req);
+        let fingerprint = req.fingerprint();
         if let Some(key) = key {
             let now = now_ms();
             let record = KeyRecord {
@@ -320,7 +320,7 @@ impl CheckoutService for Idempotent {
         // Fast path, before the lock: a stored answer is replayed (even while Redis is down).
         if let Some(key) = &key {
             match self.store.key(key).await {
-                Ok(Some(record)) if !record.is_expired(now_ms()) => match record.check(&Fingerprint::of(&req)) {
+                Ok(Some(record)) if !record.is_expired(now_ms()) => match record.check(&req.fingerprint()) {
                     KeyCheck::Replay(stored) => return Answer::replay(stored),
                     KeyCheck::Mismatch => return Reply::KeyReused { order_id: req.order_id }.into(),
                     KeyCheck::Proceed => {}
