@@ -51,14 +51,17 @@ impl Merchant {
                 if config.redis_url.is_some() || config.postgres_url.is_some() {
                     tracing::warn!("the naive merchant uses neither Redis nor PostgreSQL; ignoring their URLs");
                 }
-                (Arc::new(Naive::new(gateway)), None)
+                (Arc::new(Naive::new(gateway, config.clock.clone())), None)
             }
             Strategy::LockOnly => {
                 if config.postgres_url.is_some() {
                     tracing::warn!("the lock-only merchant keeps nothing durable; ignoring the PostgreSQL URL");
                 }
                 let lock = Self::lock(&config).await?;
-                (Arc::new(LockOnly::new(gateway, lock, lock_ttl)), None)
+                (
+                    Arc::new(LockOnly::new(gateway, lock, lock_ttl, config.clock.clone())),
+                    None,
+                )
             }
             Strategy::Idempotent => {
                 let store: Arc<dyn Store> = match &config.postgres_url {
@@ -74,7 +77,7 @@ impl Merchant {
                     key_ttl: config.key_ttl,
                     settle: config.effective_settle(),
                 };
-                let merchant = Idempotent::new(store, lock, gateway, settings);
+                let merchant = Idempotent::new(store, lock, gateway, config.clock.clone(), settings);
                 let reconciler = merchant.reconciler();
                 (Arc::new(merchant), Some(reconciler))
             }
@@ -86,10 +89,16 @@ impl Merchant {
         })
     }
 
+    /// The background reconciler's completed rounds (see [`Reconciler::rounds`]); `None`
+    /// for the strategies without one.
+    pub fn reconciler_rounds(&self) -> Option<watch::Receiver<u64>> {
+        self.reconciler.as_ref().map(Reconciler::rounds)
+    }
+
     async fn lock(config: &MerchantConfig) -> Result<Arc<dyn OrderLock>, MerchantError> {
         Ok(match &config.redis_url {
             Some(url) => Arc::new(RedisLock::connect(url, &config.redis_prefix, config.store_timeout).await?),
-            None => Arc::new(MemoryLock::new()),
+            None => Arc::new(MemoryLock::with_clock(config.clock.clone())),
         })
     }
 
@@ -131,6 +140,7 @@ pub async fn serve(
 pub struct RunningMerchant {
     pub addr: SocketAddr,
     pub strategy: Strategy,
+    rounds: Option<watch::Receiver<u64>>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<(), MerchantError>>,
 }
@@ -141,6 +151,7 @@ impl RunningMerchant {
     pub async fn start(config: MerchantConfig, addr: SocketAddr) -> Result<Self, MerchantError> {
         let strategy = config.strategy;
         let merchant = Merchant::build(config).await?;
+        let rounds = merchant.reconciler_rounds();
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
@@ -150,6 +161,7 @@ impl RunningMerchant {
         Ok(Self {
             addr,
             strategy,
+            rounds,
             stop: Some(tx),
             task,
         })
@@ -157,6 +169,16 @@ impl RunningMerchant {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The number of rounds the background reconciler has completed, with the current
+    /// count marked seen: `changed()` wakes after the next round (`None` for the
+    /// strategies without a reconciler).
+    pub fn reconciler_rounds(&self) -> Option<watch::Receiver<u64>> {
+        self.rounds.clone().map(|mut rx| {
+            rx.borrow_and_update();
+            rx
+        })
     }
 
     /// Stops accepting, lets in-flight requests finish, stops the reconciler and waits.
