@@ -6,8 +6,10 @@
 
 mod merchant_common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use fauxpay::merchant::clock::ManualClock;
 use fauxpay::merchant::Strategy;
 use merchant_common::scenarios;
 use merchant_common::*;
@@ -112,15 +114,22 @@ async fn expired_key_records_are_pruned_and_the_order_still_guards() {
     };
     let p = provider("happy").await;
     let c = Client::new();
+    // The merchant's clock moves only when the test says: the key expires on cue.
+    let clock = Arc::new(ManualClock::starting_now());
     let m = merchant(Strategy::Idempotent, &p.url(), &backend, |cfg| {
         cfg.key_ttl = Duration::from_millis(300);
+        cfg.clock = clock.clone();
     })
     .await;
     let order_id = run_id("expiry");
     let b = body(&order_id, 2000, "pm_card_visa");
     let first = checkout(&c, &m.url(), &b, Some("k")).await.unwrap();
     assert_eq!(first.status, 200);
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    clock.advance(Duration::from_millis(800));
+    // A round that started after the advance sees the key expired and prunes it (the
+    // prune cadence, key_ttl / 2, is also read from the clock): two rounds from now, the
+    // first of which may have started before the advance.
+    reconciler_rounds(&m, 2).await;
     let Backend::Durable {
         postgres_url, schema, ..
     } = &backend
