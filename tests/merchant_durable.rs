@@ -1,8 +1,8 @@
 //! The idempotent merchant on the real Redis (127.0.0.1:6379, the order lock) and
 //! PostgreSQL (127.0.0.1:5432/test, key records and orders, in a schema of the test's
 //! own): the same scenarios and fault profiles as on the embedded store, and state that
-//! survives a merchant restart. Fails when `CI` is set and either service is missing;
-//! otherwise skips with a notice.
+//! survives a merchant restart. Fails, naming the missing service and how to start it,
+//! when either is not there (with or without `CI`).
 
 mod merchant_common;
 
@@ -20,9 +20,7 @@ macro_rules! durable {
     ($name:ident, $scenario:expr) => {
         #[tokio::test]
         async fn $name() {
-            let Some(backend) = Backend::durable().await else {
-                return;
-            };
+            let backend = Backend::durable().await;
             $scenario(&backend).await;
             backend.cleanup().await;
         }
@@ -51,9 +49,7 @@ macro_rules! clean_under {
     ($name:ident, $profile:literal) => {
         #[tokio::test]
         async fn $name() {
-            let Some(backend) = Backend::durable().await else {
-                return;
-            };
+            let backend = Backend::durable().await;
             let run = scenarios::profile_run(Strategy::Idempotent, $profile, &backend, 100).await;
             run.assert_clean();
             assert!(
@@ -72,9 +68,7 @@ clean_under!(clean_under_chaos, "chaos");
 
 #[tokio::test]
 async fn key_records_and_orders_survive_a_merchant_restart() {
-    let Some(backend) = Backend::durable().await else {
-        return;
-    };
+    let backend = Backend::durable().await;
     let p = provider("happy").await;
     let c = Client::new();
     let order_id = run_id("restart");
@@ -109,9 +103,7 @@ async fn key_records_and_orders_survive_a_merchant_restart() {
 
 #[tokio::test]
 async fn expired_key_records_are_pruned_and_the_order_still_guards() {
-    let Some(backend) = Backend::durable().await else {
-        return;
-    };
+    let backend = Backend::durable().await;
     let p = provider("happy").await;
     let c = Client::new();
     // The merchant's clock moves only when the test says: the key expires on cue.

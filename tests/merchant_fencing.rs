@@ -253,12 +253,7 @@ async fn stale_versions_are_fenced_in_memory() {
 
 #[tokio::test]
 async fn stale_versions_are_fenced_in_postgres() {
-    if !merchant_common::require(
-        "PostgreSQL at 127.0.0.1:5432",
-        merchant_common::postgres_answers().await,
-    ) {
-        return;
-    }
+    merchant_common::require_postgres().await;
     let schema = merchant_common::unique_schema();
     let store = PostgresStore::connect(merchant_common::LOCAL_POSTGRES, &schema, 2, Duration::from_secs(5))
         .await

@@ -26,13 +26,9 @@ async fn signalled(signal: &Semaphore, n: u32, what: &str) {
 }
 
 async fn redis_killed_mid_run(with_postgres: bool) {
-    let Some(mut redis) = OwnRedis::start().await else {
-        return;
-    };
+    let mut redis = OwnRedis::start().await;
     let backend = if with_postgres {
-        if !require("PostgreSQL at 127.0.0.1:5432", postgres_answers().await) {
-            return;
-        }
+        require_postgres().await;
         Backend::Durable {
             redis_url: redis.url(),
             postgres_url: LOCAL_POSTGRES.to_string(),

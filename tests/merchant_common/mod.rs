@@ -1,6 +1,8 @@
 //! Helpers for the reference merchant's end-to-end tests: a provider and a merchant on free
 //! ports, a retrying checkout client, the provider's ledger grouped by order, the local
-//! Redis and PostgreSQL (required when `CI` is set), and a Redis server of a test's own.
+//! Redis and PostgreSQL, and a Redis server of a test's own. A test that needs a service
+//! which is not there fails, naming the service and how to start it, with or without `CI`:
+//! it never passes without having run.
 #![allow(dead_code)]
 
 pub mod scenarios;
@@ -47,20 +49,16 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The local Redis and PostgreSQL with a fresh schema, or `None` (skip) when either is
-    /// missing and `CI` is not set. With `CI` set, a missing service fails the test.
-    pub async fn durable() -> Option<Backend> {
-        if !require("Redis at 127.0.0.1:6379", redis_answers(LOCAL_REDIS).await) {
-            return None;
-        }
-        if !require("PostgreSQL at 127.0.0.1:5432", postgres_answers().await) {
-            return None;
-        }
-        Some(Backend::Durable {
+    /// The local Redis and PostgreSQL with a fresh schema; fails the test when either is
+    /// missing.
+    pub async fn durable() -> Backend {
+        require_redis().await;
+        require_postgres().await;
+        Backend::Durable {
             redis_url: LOCAL_REDIS.to_string(),
             postgres_url: LOCAL_POSTGRES.to_string(),
             schema: unique_schema(),
-        })
+        }
     }
 
     pub fn apply(&self, config: &mut MerchantConfig) {
@@ -93,17 +91,31 @@ impl Backend {
     }
 }
 
-/// Whether a test that needs `service` may run: true if it is there; otherwise a panic
-/// under `CI`, or a printed notice (and false) on a developer's machine.
-pub fn require(service: &str, available: bool) -> bool {
-    if available {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{service} is required when CI is set, and it is not reachable");
-    }
-    eprintln!("NOTICE: skipping: {service} is not reachable (set CI=1 to make this a failure)");
-    false
+/// Fails the test, naming `service` and how to provide it, unless it is `available`. The
+/// same with or without `CI`: a skip that libtest reports as a pass would hide the tests
+/// that matter most.
+pub fn require(service: &str, available: bool, how: &str) {
+    assert!(available, "{service} is needed by this test and is not there: {how}");
+}
+
+/// Fails the test unless the local Redis answers.
+pub async fn require_redis() {
+    require(
+        "Redis at 127.0.0.1:6379",
+        redis_answers(LOCAL_REDIS).await,
+        "start it with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" \
+         --appendonly no`, or `docker compose up -d redis` (.ci/run starts it if it is down)",
+    );
+}
+
+/// Fails the test unless the local PostgreSQL answers.
+pub async fn require_postgres() {
+    require(
+        "PostgreSQL at 127.0.0.1:5432 (trust auth, user postgres, database test)",
+        postgres_answers().await,
+        "start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, \
+         or `docker compose up -d postgres` (.ci/run starts it if it is down)",
+    );
 }
 
 pub async fn redis_answers(url: &str) -> bool {
@@ -380,20 +392,22 @@ pub struct OwnRedis {
 }
 
 impl OwnRedis {
-    /// Starts one; `None` (skip) if `redis-server` is missing and `CI` is not set.
-    pub async fn start() -> Option<OwnRedis> {
+    /// Starts one; fails the test if `redis-server` is not on the `PATH`.
+    pub async fn start() -> OwnRedis {
         let found = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
             .status()
             .is_ok();
-        if !require("the redis-server binary", found) {
-            return None;
-        }
+        require(
+            "the redis-server binary",
+            found,
+            "install Redis (e.g. `apt-get install redis-server`) so that `redis-server` is on the PATH",
+        );
         let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut redis = OwnRedis { port, child: None };
         redis.restart().await;
-        Some(redis)
+        redis
     }
 
     pub fn url(&self) -> String {
