@@ -6,7 +6,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::builder::{EnumValueParser, TypedValueParser};
+use clap::{Parser, Subcommand, ValueEnum};
 use fauxpay::merchant::{MerchantConfig, Strategy};
 use fauxpay::provider::{CorrelationSource, DuplicatePolicy, IdempotencyMode};
 
@@ -52,7 +53,7 @@ pub enum Command {
 #[derive(clap::Args)]
 pub struct MerchantArgs {
     /// naive (no idempotency), lock-only (a lock, nothing durable) or idempotent (the full pattern).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = EnumValueParser::<StrategyArg>::new().map(Strategy::from))]
     pub strategy: Strategy,
     /// Base URL of the fauxpay provider (or any Stripe-compatible API).
     #[arg(long, env = "FAUXPAY_PROVIDER")]
@@ -78,6 +79,29 @@ pub struct MerchantArgs {
     /// How often unresolved (reconciling) orders are looked up at the provider.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub reconcile_interval: Duration,
+}
+
+/// The values of `--strategy`: the CLI's own names and help for [`Strategy`] (the domain
+/// type knows nothing of clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StrategyArg {
+    /// No idempotency anywhere: every request charges (double-charges on client retries).
+    Naive,
+    /// A per-order lock around the provider call and nothing durable: still double-charges
+    /// when a retry arrives after the lock is released.
+    LockOnly,
+    /// Key records, a lock, fenced order states, a stable provider key and reconciliation.
+    Idempotent,
+}
+
+impl From<StrategyArg> for Strategy {
+    fn from(arg: StrategyArg) -> Self {
+        match arg {
+            StrategyArg::Naive => Strategy::Naive,
+            StrategyArg::LockOnly => Strategy::LockOnly,
+            StrategyArg::Idempotent => Strategy::Idempotent,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -172,4 +196,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("must be longer than zero".into());
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategy_values_are_the_domain_names() {
+        for arg in StrategyArg::value_variants() {
+            let name = arg.to_possible_value().map(|v| v.get_name().to_string());
+            assert_eq!(name.as_deref(), Some(Strategy::from(*arg).as_str()));
+        }
+        assert_eq!(StrategyArg::value_variants().len(), Strategy::ALL.len());
+    }
 }

@@ -1,15 +1,17 @@
 //! Fencing: a worker that stalls past its lock and its claim's lease comes back to find the
 //! order moved on, and its late write changes nothing. Domain-level, with a provider
-//! stand-in that stalls on command; the store-level check runs on memory and PostgreSQL.
+//! stand-in that stalls on command and signals its charge, and a manual clock that lets
+//! the lease lapse without waiting; the store-level check runs on memory and PostgreSQL.
 
 mod merchant_common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use fauxpay::merchant::checkout::CheckoutRequest;
+use fauxpay::merchant::clock::ManualClock;
 use fauxpay::merchant::fencing::{advance, Advance};
 use fauxpay::merchant::gateway::{ChargeOutcome, ChargeRequest, FoundPayment, Gateway, GatewayError};
 use fauxpay::merchant::idempotency_record::IdempotencyKey;
@@ -21,13 +23,15 @@ use fauxpay::merchant::postgres_store::PostgresStore;
 use fauxpay::merchant::reconciler::Reconciler;
 use fauxpay::merchant::store::Store;
 use fauxpay::merchant::strategy::CheckoutService;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
-/// A provider stand-in: the first charge commits at once, then its answer is held until
-/// [`Stalling::release`]; searches see the committed charge.
+/// A provider stand-in: the first charge commits at once (and says so through
+/// [`Stalling::charged`]), then its answer is held until [`Stalling::release`]; searches
+/// see the committed charge.
 struct Stalling {
     committed: AtomicBool,
     held: Semaphore,
+    charged: Notify,
     charges: AtomicUsize,
     searches: AtomicUsize,
 }
@@ -39,6 +43,7 @@ impl Stalling {
         Arc::new(Self {
             committed: AtomicBool::new(false),
             held: Semaphore::new(0),
+            charged: Notify::new(),
             charges: AtomicUsize::new(0),
             searches: AtomicUsize::new(0),
         })
@@ -47,6 +52,13 @@ impl Stalling {
     fn release(&self) {
         self.held.add_permits(1);
     }
+
+    /// Resolves once a charge has committed (at once if one already has).
+    async fn charged(&self) {
+        tokio::time::timeout(Duration::from_secs(5), self.charged.notified())
+            .await
+            .expect("timed out waiting for the charge");
+    }
 }
 
 #[async_trait]
@@ -54,6 +66,8 @@ impl Gateway for Stalling {
     async fn charge(&self, _req: &ChargeRequest) -> ChargeOutcome {
         self.charges.fetch_add(1, Ordering::SeqCst);
         self.committed.store(true, Ordering::SeqCst);
+        // A stored permit: a waiter that comes later still wakes.
+        self.charged.notify_one();
         let _ = self.held.acquire().await;
         ChargeOutcome::Succeeded {
             payment_intent: PaymentIntentId::new(PI),
@@ -101,22 +115,16 @@ fn settings() -> IdempotentSettings {
     }
 }
 
-async fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_stale_workers_late_write_changes_nothing() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let gateway = Stalling::new();
+    let clock = Arc::new(ManualClock::starting_now());
     let merchant = Arc::new(Idempotent::new(
         store.clone(),
-        Arc::new(MemoryLock::new()),
+        Arc::new(MemoryLock::with_clock(clock.clone())),
         gateway.clone(),
+        clock.clone(),
         settings(),
     ));
     let req = request("fence-1");
@@ -127,10 +135,11 @@ async fn a_stale_workers_late_write_changes_nothing() {
         let (m, req) = (merchant.clone(), req.clone());
         tokio::spawn(async move { m.checkout(req, key("key-a")).await })
     };
-    wait_for("A's charge", || gateway.charges.load(Ordering::SeqCst) == 1).await;
+    gateway.charged().await;
+    assert_eq!(gateway.charges.load(Ordering::SeqCst), 1);
     let claimed = store.order(&req.order_id).await.unwrap().unwrap();
     assert_eq!(claimed.status, OrderStatus::Processing);
-    tokio::time::sleep(LEASE + Duration::from_millis(100)).await;
+    clock.advance(LEASE + Duration::from_millis(100));
 
     // Worker B takes the lapsed lock, finds the lapsed claim, and reconciles by search:
     // the order is paid by A's charge, and B never charges.
@@ -160,10 +169,12 @@ async fn a_stale_workers_late_write_changes_nothing() {
 async fn a_lapsed_claim_is_resolved_by_the_background_reconciler() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let gateway = Stalling::new();
+    let clock = Arc::new(ManualClock::starting_now());
     let merchant = Arc::new(Idempotent::new(
         store.clone(),
-        Arc::new(MemoryLock::new()),
+        Arc::new(MemoryLock::with_clock(clock.clone())),
         gateway.clone(),
+        clock.clone(),
         settings(),
     ));
     let req = request("fence-2");
@@ -171,11 +182,12 @@ async fn a_lapsed_claim_is_resolved_by_the_background_reconciler() {
         let (m, req) = (merchant.clone(), req.clone());
         tokio::spawn(async move { m.checkout(req, key("k")).await })
     };
-    wait_for("the charge", || gateway.charges.load(Ordering::SeqCst) == 1).await;
-    let reconciler = Reconciler::new(store.clone(), gateway.clone(), Duration::ZERO);
+    gateway.charged().await;
+    assert_eq!(gateway.charges.load(Ordering::SeqCst), 1);
+    let reconciler = Reconciler::new(store.clone(), gateway.clone(), clock.clone(), Duration::ZERO);
     // Within the lease the claim is respected.
     assert_eq!(reconciler.sweep().await.unwrap().paid, 0);
-    tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    clock.advance(LEASE + Duration::from_millis(50));
     assert_eq!(reconciler.sweep().await.unwrap().paid, 1);
     let paid = store.order(&req.order_id).await.unwrap().unwrap();
     assert_eq!(paid.payment_intent.as_ref().map(|p| p.as_str()), Some(PI));
@@ -241,12 +253,7 @@ async fn stale_versions_are_fenced_in_memory() {
 
 #[tokio::test]
 async fn stale_versions_are_fenced_in_postgres() {
-    if !merchant_common::require(
-        "PostgreSQL at 127.0.0.1:5432",
-        merchant_common::postgres_answers().await,
-    ) {
-        return;
-    }
+    merchant_common::require_postgres().await;
     let schema = merchant_common::unique_schema();
     let store = PostgresStore::connect(merchant_common::LOCAL_POSTGRES, &schema, 2, Duration::from_secs(5))
         .await

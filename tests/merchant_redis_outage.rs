@@ -1,8 +1,9 @@
 //! A Redis of the test's own (a child `redis-server` on a free port) killed in the middle of
 //! a run and restarted: while it is down the idempotent merchant refuses new work with a
-//! retryable 503 and never pays without its lock (stored answers are still replayed); once it is back, the clients' retries
-//! with the same keys pay every order exactly once. On the embedded store, and with the
-//! orders in PostgreSQL.
+//! retryable 503 and never pays without its lock (stored answers are still replayed); once
+//! it is back, the clients' retries with the same keys pay every order exactly once. On the
+//! embedded store, and with the orders in PostgreSQL. The run's phases follow signals
+//! (clients paid, clients that met the outage), not a timetable.
 
 mod merchant_common;
 
@@ -15,14 +16,19 @@ use reqwest::Client;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+/// Waits until `n` permits have been added to `signal`.
+async fn signalled(signal: &Semaphore, n: u32, what: &str) {
+    tokio::time::timeout(Duration::from_secs(10), signal.acquire_many(n))
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .expect("the signal is never closed")
+        .forget();
+}
+
 async fn redis_killed_mid_run(with_postgres: bool) {
-    let Some(mut redis) = OwnRedis::start().await else {
-        return;
-    };
+    let mut redis = OwnRedis::start().await;
     let backend = if with_postgres {
-        if !require("PostgreSQL at 127.0.0.1:5432", postgres_answers().await) {
-            return;
-        }
+        require_postgres().await;
         Backend::Durable {
             redis_url: redis.url(),
             postgres_url: LOCAL_POSTGRES.to_string(),
@@ -41,15 +47,20 @@ async fn redis_killed_mid_run(with_postgres: bool) {
     let c = Client::new();
     let run = run_id(if with_postgres { "outage-pg" } else { "outage-mem" });
 
-    // 30 checkouts spread over ~1.5 s, a third of them losing their answer after the charge.
+    // 30 checkouts, a third of them losing their answer after the charge, at most GATE at a
+    // time: ten start at once; Redis is killed as soon as five of them are paid (others may
+    // be mid-payment); the other twenty start into the outage.
+    const GATE: usize = 6;
     let deadline = Instant::now() + Duration::from_secs(12);
-    let gate = Arc::new(Semaphore::new(6));
-    let mut clients = JoinSet::new();
-    for i in 0..30u64 {
+    let gate = Arc::new(Semaphore::new(GATE));
+    // A permit per client paid, and per client that met the outage (its first 503).
+    let paid_signal = Arc::new(Semaphore::new(0));
+    let outage_signal = Arc::new(Semaphore::new(0));
+    let client = |i: u64| {
         let (c, url, gate) = (c.clone(), m.url(), gate.clone());
+        let (paid_signal, outage_signal) = (paid_signal.clone(), outage_signal.clone());
         let order_id = format!("{run}-{i}");
-        clients.spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50 * i)).await;
+        async move {
             let _permit = gate.acquire_owned().await.unwrap();
             let pm = if i % 3 == 0 {
                 "pm_fault_drop_after_commit"
@@ -57,9 +68,24 @@ async fn redis_killed_mid_run(with_postgres: bool) {
                 "pm_card_visa"
             };
             let b = body(&order_id, 1000 + i, pm);
-            let result = checkout_until_final(&c, &url, &b, Some(&format!("{order_id}-key")), deadline).await;
+            let key = format!("{order_id}-key");
+            let mut met_outage = false;
+            let result = checkout_until_final_reporting(&c, &url, &b, Some(&key), deadline, |status| {
+                if status == 503 && !met_outage {
+                    met_outage = true;
+                    outage_signal.add_permits(1);
+                }
+            })
+            .await;
+            if matches!(result.0, Outcome::Paid(_)) {
+                paid_signal.add_permits(1);
+            }
             (order_id, result)
-        });
+        }
+    };
+    let mut clients = JoinSet::new();
+    for i in 0..10u64 {
+        clients.spawn(client(i));
     }
 
     let settled = format!("{run}-settled");
@@ -69,7 +95,7 @@ async fn redis_killed_mid_run(with_postgres: bool) {
         .expect("answer");
     assert_eq!(before.status, 200);
 
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    signalled(&paid_signal, 5, "five paid checkouts").await;
     redis.stop();
     // A stored answer is still replayed: it needs no lock.
     let replay = checkout(&c, &m.url(), &settled_body, Some("settled-key"))
@@ -88,7 +114,12 @@ async fn redis_killed_mid_run(with_postgres: bool) {
     assert_eq!(r.retry_after.as_deref(), Some("1"));
     let health = c.get(format!("{}/health", m.url())).send().await.unwrap();
     assert_eq!(health.status(), 503);
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    for i in 10..30u64 {
+        clients.spawn(client(i));
+    }
+    // No checkout gets the lock any more, so the gate fills with clients retrying against
+    // the outage: Redis stays down until GATE of them have met it.
+    signalled(&outage_signal, GATE as u32, "clients meeting the outage").await;
     assert!(charges_by_order(&c, &p.url(), &probe).await.is_empty());
     redis.restart().await;
 

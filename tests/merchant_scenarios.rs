@@ -55,14 +55,19 @@ async fn lock_only_blocks_overlap_but_double_charges_a_late_retry() {
     })
     .await;
     let c = Client::new();
-    // Overlap: the slow body holds the first request (and its lock) for ~2 s.
+    // Overlap: the slow body holds the first request (and its lock) for ~2 s after the
+    // provider committed its charge; once the ledger shows that charge, the first request
+    // is inside its lock.
     let order_id = run_id("lock-overlap");
     let b = body(&order_id, 2000, "pm_fault_slow_body");
     let first = {
         let (c, url, b) = (c.clone(), m.url(), b.clone());
         tokio::spawn(async move { checkout(&c, &url, &b, Some("k")).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    poll_until("the first request's charge", Duration::from_secs(5), || async {
+        charges_by_order(&c, &p.url(), &order_id).await.contains_key(&order_id)
+    })
+    .await;
     let second = checkout(&c, &m.url(), &b, Some("k")).await.unwrap();
     assert_eq!(second.status, 409, "{:?}", second.body);
     assert_eq!(second.body["error"], "request_in_flight");

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::idempotency_record::StoredReply;
+use super::idempotency_record::{Fingerprint, StoredReply};
 use super::order::{Amount, BadValue, Currency, Order, OrderId, OrderStatus, PaymentIntentId, PaymentMethod};
 
 /// A validated `POST /checkout` body.
@@ -87,6 +87,17 @@ impl CheckoutRequest {
             currency,
             payment_method,
         })
+    }
+
+    /// The request's idempotency fingerprint: its validated, normalised fields in a fixed
+    /// order, so the same checkout in any JSON field order has one fingerprint.
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint::of_fields(&[
+            self.order_id.as_str(),
+            &self.amount.to_string(),
+            self.currency.as_str(),
+            self.payment_method.as_str(),
+        ])
     }
 }
 
@@ -352,6 +363,24 @@ mod tests {
             let e = parse(body).unwrap_err();
             assert_eq!(e.param.as_deref(), param, "{body}: {e}");
         }
+    }
+
+    #[test]
+    fn fingerprints_ignore_field_order_and_see_every_field() {
+        let req = |body: &str| parse(body).unwrap();
+        let a = req(r#"{"order_id":"o1","amount":2000,"currency":"usd","payment_method":"pm_card_visa"}"#);
+        let b = req(r#"{"payment_method":"pm_card_visa","currency":"USD","amount":2000,"order_id":"o1"}"#);
+        let c = req(r#"{"order_id":"o1","amount":2001,"currency":"usd","payment_method":"pm_card_visa"}"#);
+        let d = req(r#"{"order_id":"o1","amount":2000,"currency":"usd","payment_method":"pm_card_amex"}"#);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_ne!(a.fingerprint(), d.fingerprint());
+        assert_eq!(a.fingerprint().as_str().len(), 64);
+        // Stored in PostgreSQL with the key record: the encoding must never change.
+        assert_eq!(
+            a.fingerprint().as_str(),
+            "b648516c797a7cd4393c8feca457467b1920406fb9ff8e970fac850da61346a2"
+        );
     }
 
     #[test]

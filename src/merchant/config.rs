@@ -6,9 +6,11 @@
 //! tests can share a database). Derived timings — the lock and lease TTL, the settling
 //! delay before a search that found nothing is trusted — follow the provider timeout
 //! unless set explicitly. [`MerchantConfig::validate`] refuses inconsistent settings.
+//! `clock` is the system clock unless a test sets a manual one.
 
 use std::time::Duration;
 
+use super::clock::{SharedClock, SystemClock};
 use super::error::MerchantError;
 use super::strategy::Strategy;
 
@@ -42,6 +44,8 @@ pub struct MerchantConfig {
     pub redis_prefix: String,
     /// Bound on every Redis or PostgreSQL call.
     pub store_timeout: Duration,
+    /// What leases, key expiry, the in-memory lock and the reconciler read the time from.
+    pub clock: SharedClock,
 }
 
 impl MerchantConfig {
@@ -64,6 +68,7 @@ impl MerchantConfig {
             pg_pool_size: 8,
             redis_prefix: "fauxpay:merchant:".to_string(),
             store_timeout: Duration::from_secs(2),
+            clock: SystemClock::shared(),
         }
     }
 

@@ -7,50 +7,13 @@
 //! reconciler) has moved the order on and bumped the version, so the late write matches
 //! no row and changes nothing ([`Advance::Fenced`]). The worker then re-reads the order
 //! and answers from what it finds. The lock makes such races rare; the version makes
-//! them safe.
-
-use std::fmt;
-
-use serde::Serialize;
+//! them safe. [`advance`] is the one way the strategies change an order: the state
+//! machine (`order`) decides, the store's conditional write (`store`) applies.
+//!
+//! [`Version`]: super::order::Version
 
 use super::order::{Order, Transition, TransitionError};
-use super::store::{Store, StoreError};
-
-/// An order's version: starts at 1, bumped by every change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct Version(u64);
-
-impl Version {
-    pub const FIRST: Version = Version(1);
-
-    pub fn new(v: u64) -> Self {
-        Self(v)
-    }
-
-    pub fn get(self) -> u64 {
-        self.0
-    }
-
-    pub fn next(self) -> Self {
-        Self(self.0 + 1)
-    }
-}
-
-impl fmt::Display for Version {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// What a store did with a conditional write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FencedWrite {
-    /// The row still had the expected version: the new row is stored.
-    Applied,
-    /// The row had moved on (or is gone): nothing was written.
-    Fenced,
-}
+use super::store::{FencedWrite, Store, StoreError};
 
 /// The result of [`advance`].
 #[derive(Debug, Clone, PartialEq, Eq)]

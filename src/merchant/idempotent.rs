@@ -19,10 +19,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::checkout::{Answer, CheckoutRequest, Reply};
-use super::clock::{ms, now_ms};
+use super::clock::{ms, SharedClock};
 use super::fencing::{advance, Advance};
 use super::gateway::{ChargeOutcome, ChargeRequest, Gateway};
-use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyCheck, KeyRecord};
+use super::idempotency_record::{IdempotencyKey, KeyBegin, KeyCheck, KeyRecord};
 use super::lock::OrderLock;
 use super::order::{Order, OrderId, OrderStatus, Transition};
 use super::reconciler::{examine, Finding, Reconciler, Resolution};
@@ -45,6 +45,7 @@ pub struct Idempotent {
     store: Arc<dyn Store>,
     lock: Arc<dyn OrderLock>,
     gateway: Arc<dyn Gateway>,
+    clock: SharedClock,
     reconciler: Reconciler,
     settings: IdempotentSettings,
 }
@@ -59,31 +60,45 @@ enum Step {
 }
 
 impl Idempotent {
+    /// `clock` times leases, key expiry and the reconciler's settling delay; the lock
+    /// keeps its own time (a `MemoryLock` should share this clock).
     pub fn new(
         store: Arc<dyn Store>,
         lock: Arc<dyn OrderLock>,
         gateway: Arc<dyn Gateway>,
+        clock: SharedClock,
         settings: IdempotentSettings,
     ) -> Self {
-        let reconciler = Reconciler::new(store.clone(), gateway.clone(), settings.settle);
+        let reconciler = Reconciler::new(store.clone(), gateway.clone(), clock.clone(), settings.settle);
         Self {
             store,
             lock,
             gateway,
+            clock,
             reconciler,
             settings,
         }
     }
 
-    /// A reconciler sharing this merchant's store and gateway (for the background loop).
+    /// A reconciler sharing this merchant's store, gateway and clock (for the background
+    /// loop).
     pub fn reconciler(&self) -> Reconciler {
-        Reconciler::new(self.store.clone(), self.gateway.clone(), self.settings.settle)
+        Reconciler::new(
+            self.store.clone(),
+            self.gateway.clone(),
+            self.clock.clone(),
+            self.settings.settle,
+        )
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
     }
 
     async fn checkout_locked(&self, req: &CheckoutRequest, key: Option<&IdempotencyKey>) -> Result<Answer, StoreError> {
-        let fingerprint = Fingerprint::of(req);
+        let fingerprint = req.fingerprint();
         if let Some(key) = key {
-            let now = now_ms();
+            let now = self.now_ms();
             let record = KeyRecord {
                 key: key.clone(),
                 order_id: req.order_id.clone(),
@@ -119,7 +134,7 @@ impl Idempotent {
             req.amount,
             req.currency.clone(),
             req.payment_method.clone(),
-            now_ms(),
+            self.now_ms(),
         );
         let mut order = self.store.create_order(&fresh).await?;
         if order.amount != req.amount || order.currency != req.currency {
@@ -160,7 +175,7 @@ impl Idempotent {
                     .ok_or_else(|| StoreError::Corrupt(format!("paid order {} has no payment intent", order.id)))?;
                 Ok(Step::Done(Reply::paid(order, payment_intent)))
             }
-            OrderStatus::Processing if !order.lease_expired(now_ms()) => Ok(Step::Done(Reply::InFlight {
+            OrderStatus::Processing if !order.lease_expired(self.now_ms()) => Ok(Step::Done(Reply::InFlight {
                 order_id: order.id.clone(),
             })),
             OrderStatus::Processing | OrderStatus::Reconciling => Ok(match self.reconciler.resolve(order).await? {
@@ -205,7 +220,7 @@ impl Idempotent {
             Finding::NoCharge => None,
             Finding::InDoubt(why) => Some(Step::Done(reconciling_reply(order, &why))),
             Finding::Charged(payment_intent) => {
-                match advance(&*self.store, order, Transition::Pay { payment_intent }, now_ms()).await? {
+                match advance(&*self.store, order, Transition::Pay { payment_intent }, self.now_ms()).await? {
                     Advance::Applied(o) => Some(Step::Done(paid_reply(&o)?)),
                     _ => Some(Step::Again),
                 }
@@ -215,7 +230,7 @@ impl Idempotent {
 
     /// Claims the order, calls the provider once, and records the outcome under the claim.
     async fn attempt(&self, req: &CheckoutRequest, order: &Order) -> Result<Step, StoreError> {
-        let now = now_ms();
+        let now = self.now_ms();
         let claim = Transition::Claim {
             payment_method: req.payment_method.clone(),
             lease_until_ms: now.saturating_add(ms(self.settings.lock_ttl)),
@@ -268,19 +283,21 @@ impl Idempotent {
             }
         };
         // The fencing token: this write applies only if the order is still at our claim's version.
-        Ok(match advance(&*self.store, &claimed, transition, now_ms()).await? {
-            Advance::Applied(_) => Step::Done(reply),
-            Advance::Fenced | Advance::Refused(_) => {
-                tracing::warn!(order_id = %claimed.id, version = %claimed.version, "stale claim: late outcome not written");
-                Step::Again
-            }
-        })
+        Ok(
+            match advance(&*self.store, &claimed, transition, self.now_ms()).await? {
+                Advance::Applied(_) => Step::Done(reply),
+                Advance::Fenced | Advance::Refused(_) => {
+                    tracing::warn!(order_id = %claimed.id, version = %claimed.version, "stale claim: late outcome not written");
+                    Step::Again
+                }
+            },
+        )
     }
 
     /// Records an unknown outcome and tries to resolve it at once (a lost answer to a
     /// charge that went through is found by the first search).
     async fn suspect(&self, claimed: &Order, reason: String) -> Result<Step, StoreError> {
-        let reconciling = match advance(&*self.store, claimed, Transition::Suspect { reason }, now_ms()).await? {
+        let reconciling = match advance(&*self.store, claimed, Transition::Suspect { reason }, self.now_ms()).await? {
             Advance::Applied(o) => o,
             Advance::Fenced | Advance::Refused(_) => return Ok(Step::Again),
         };
@@ -320,7 +337,7 @@ impl CheckoutService for Idempotent {
         // Fast path, before the lock: a stored answer is replayed (even while Redis is down).
         if let Some(key) = &key {
             match self.store.key(key).await {
-                Ok(Some(record)) if !record.is_expired(now_ms()) => match record.check(&Fingerprint::of(&req)) {
+                Ok(Some(record)) if !record.is_expired(self.now_ms()) => match record.check(&req.fingerprint()) {
                     KeyCheck::Replay(stored) => return Answer::replay(stored),
                     KeyCheck::Mismatch => return Reply::KeyReused { order_id: req.order_id }.into(),
                     KeyCheck::Proceed => {}

@@ -8,11 +8,12 @@
 //! many (`SET key token NX PX ttl`, compare-and-delete in Lua).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
+use super::clock::{ms, SharedClock, SystemClock};
 use super::order::OrderId;
 
 /// A lock owner's random token (128 bits, hex).
@@ -60,15 +61,31 @@ pub fn lock_name(order: &OrderId) -> String {
     format!("lock:order:{order}")
 }
 
-/// Locks in process memory.
-#[derive(Default)]
+/// Locks in process memory, expiring by the merchant's clock (the one its claim leases
+/// use).
 pub struct MemoryLock {
-    held: Mutex<HashMap<String, (LockToken, Instant)>>,
+    /// Lock name → owner and expiry (Unix ms).
+    held: Mutex<HashMap<String, (LockToken, i64)>>,
+    clock: SharedClock,
+}
+
+impl Default for MemoryLock {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl MemoryLock {
+    /// Locks expiring by the system clock.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_clock(SystemClock::shared())
+    }
+
+    pub fn with_clock(clock: SharedClock) -> Self {
+        Self {
+            held: Mutex::new(HashMap::new()),
+            clock,
+        }
     }
 
     /// Above this many entries, expired ones are swept on acquire.
@@ -83,7 +100,7 @@ impl OrderLock for MemoryLock {
 
     async fn acquire(&self, order: &OrderId, ttl: Duration) -> Result<Option<LockLease>, LockError> {
         let name = lock_name(order);
-        let now = Instant::now();
+        let now = self.clock.now_ms();
         let mut held = self.held.lock();
         if held.len() > Self::SWEEP_ABOVE {
             held.retain(|_, (_, until)| *until > now);
@@ -92,7 +109,8 @@ impl OrderLock for MemoryLock {
             return Ok(None);
         }
         let token = LockToken::random();
-        held.insert(name.clone(), (token.clone(), now + ttl));
+        // At least 1 ms, as on Redis (`PX` refuses 0).
+        held.insert(name.clone(), (token.clone(), now.saturating_add(ms(ttl).max(1))));
         Ok(Some(LockLease { name, token }))
     }
 
@@ -112,7 +130,10 @@ impl OrderLock for MemoryLock {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::merchant::clock::ManualClock;
 
     #[tokio::test]
     async fn one_owner_at_a_time_and_only_the_owner_releases() {
@@ -131,10 +152,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_expired_lock_is_taken_over_and_the_old_owner_cannot_release_it() {
-        let lock = MemoryLock::new();
+        let clock = Arc::new(ManualClock::new(0));
+        let lock = MemoryLock::with_clock(clock.clone());
         let order = OrderId::parse("o1").unwrap();
         let stale = lock.acquire(&order, Duration::from_millis(1)).await.unwrap().unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(lock.acquire(&order, Duration::from_secs(10)).await.unwrap().is_none());
+        clock.advance(Duration::from_millis(5));
         let fresh = lock.acquire(&order, Duration::from_secs(10)).await.unwrap().unwrap();
         assert!(!lock.release(&stale).await.unwrap());
         assert!(lock.acquire(&order, Duration::from_secs(10)).await.unwrap().is_none());

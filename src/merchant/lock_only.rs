@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::checkout::{Answer, CheckoutRequest, Reply};
-use super::clock::now_ms;
+use super::clock::SharedClock;
 use super::gateway::Gateway;
 use super::idempotency_record::IdempotencyKey;
 use super::lock::OrderLock;
@@ -28,15 +28,17 @@ pub struct LockOnly {
     gateway: Arc<dyn Gateway>,
     lock: Arc<dyn OrderLock>,
     lock_ttl: Duration,
+    clock: SharedClock,
     book: OrderBook,
 }
 
 impl LockOnly {
-    pub fn new(gateway: Arc<dyn Gateway>, lock: Arc<dyn OrderLock>, lock_ttl: Duration) -> Self {
+    pub fn new(gateway: Arc<dyn Gateway>, lock: Arc<dyn OrderLock>, lock_ttl: Duration, clock: SharedClock) -> Self {
         Self {
             gateway,
             lock,
             lock_ttl,
+            clock,
             book: OrderBook::new(),
         }
     }
@@ -58,7 +60,7 @@ impl CheckoutService for LockOnly {
             }
         };
         let outcome = self.gateway.charge(&unguarded_charge(&req)).await;
-        self.book.record(&req, &outcome, now_ms());
+        self.book.record(&req, &outcome, self.clock.now_ms());
         if let Err(e) = self.lock.release(&lease).await {
             tracing::warn!(order_id = %req.order_id, error = %e, "lock release failed; it will expire");
         }

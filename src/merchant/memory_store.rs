@@ -11,10 +11,9 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 
-use super::fencing::FencedWrite;
 use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
 use super::order::{Order, OrderId, OrderStatus};
-use super::store::{Store, StoreError};
+use super::store::{FencedWrite, Store, StoreError};
 
 #[derive(Default)]
 pub struct MemoryStore {

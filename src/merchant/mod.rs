@@ -5,9 +5,18 @@
 //! never does (it must raise no false alarm). Each serves `POST /checkout`, `GET
 //! /orders/{id}` and `GET /health` ([`http`]) over a [`strategy::CheckoutService`]; the
 //! domain — orders and their fenced state machine, key records, locks, the provider
-//! gateway, the reconciler — is plain Rust. [`serve`] and [`RunningMerchant`] run one; the
-//! idempotent strategy stores its state in memory by default, or in PostgreSQL with its
-//! lock in Redis when given their URLs.
+//! gateway, the reconciler — is plain Rust. [`serve`] and [`RunningMerchant`] (`server`)
+//! run one; the idempotent strategy stores its state in memory by default, or in
+//! PostgreSQL with its lock in Redis when given their URLs.
+//!
+//! The modules form layers, and none uses a module of a layer above its own: plain
+//! values (`order`, `idempotency_record`, `clock`); the checkout contract (`checkout`);
+//! the ports to storage, locks and the provider (`store`, `lock`, `gateway`) and their
+//! adapters (`memory_store`, `postgres_store`, `redis_lock`, `stripe_gateway`); the rules
+//! built on them (`fencing`, `reconciler`, `order_book`); the strategies (`strategy`,
+//! `naive`, `lock_only`, `idempotent`) and their settings (`config`, `error`); the HTTP
+//! surface (`http`); and `server`, which wires them together. This file only declares
+//! and re-exports.
 
 pub mod checkout;
 pub mod clock;
@@ -27,174 +36,12 @@ pub mod order_book;
 pub mod postgres_store;
 pub mod reconciler;
 pub mod redis_lock;
+pub mod server;
 pub mod store;
 pub mod strategy;
 pub mod stripe_gateway;
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
-
 pub use config::MerchantConfig;
 pub use error::MerchantError;
+pub use server::{serve, Merchant, RunningMerchant};
 pub use strategy::Strategy;
-
-use gateway::Gateway;
-use idempotent::{Idempotent, IdempotentSettings};
-use lock::{MemoryLock, OrderLock};
-use lock_only::LockOnly;
-use memory_store::MemoryStore;
-use naive::Naive;
-use postgres_store::PostgresStore;
-use reconciler::Reconciler;
-use redis_lock::RedisLock;
-use store::Store;
-use strategy::CheckoutService;
-use stripe_gateway::StripeGateway;
-
-/// A merchant built from its configuration, ready to serve.
-pub struct Merchant {
-    pub service: Arc<dyn CheckoutService>,
-    /// The idempotent strategy's background reconciler.
-    reconciler: Option<Reconciler>,
-    config: MerchantConfig,
-}
-
-impl Merchant {
-    /// Connects to the configured services (migrating PostgreSQL) and assembles the strategy.
-    pub async fn build(config: MerchantConfig) -> Result<Self, MerchantError> {
-        config.validate()?;
-        let gateway: Arc<dyn Gateway> = Arc::new(
-            StripeGateway::new(&config.provider_url, &config.api_key, config.provider_timeout)
-                .map_err(|e| MerchantError::Client(e.to_string()))?,
-        );
-        let lock_ttl = config.effective_lock_ttl();
-        let (service, reconciler): (Arc<dyn CheckoutService>, _) = match config.strategy {
-            strategy::Strategy::Naive => {
-                if config.redis_url.is_some() || config.postgres_url.is_some() {
-                    tracing::warn!("the naive merchant uses neither Redis nor PostgreSQL; ignoring their URLs");
-                }
-                (Arc::new(Naive::new(gateway)), None)
-            }
-            strategy::Strategy::LockOnly => {
-                if config.postgres_url.is_some() {
-                    tracing::warn!("the lock-only merchant keeps nothing durable; ignoring the PostgreSQL URL");
-                }
-                let lock = Self::lock(&config).await?;
-                (Arc::new(LockOnly::new(gateway, lock, lock_ttl)), None)
-            }
-            strategy::Strategy::Idempotent => {
-                let store: Arc<dyn Store> = match &config.postgres_url {
-                    Some(url) => Arc::new(
-                        PostgresStore::connect(url, &config.pg_schema, config.pg_pool_size, config.store_timeout)
-                            .await?,
-                    ),
-                    None => Arc::new(MemoryStore::new()),
-                };
-                let lock = Self::lock(&config).await?;
-                let settings = IdempotentSettings {
-                    lock_ttl,
-                    key_ttl: config.key_ttl,
-                    settle: config.effective_settle(),
-                };
-                let merchant = Idempotent::new(store, lock, gateway, settings);
-                let reconciler = merchant.reconciler();
-                (Arc::new(merchant), Some(reconciler))
-            }
-        };
-        Ok(Self {
-            service,
-            reconciler,
-            config,
-        })
-    }
-
-    async fn lock(config: &MerchantConfig) -> Result<Arc<dyn OrderLock>, MerchantError> {
-        Ok(match &config.redis_url {
-            Some(url) => Arc::new(RedisLock::connect(url, &config.redis_prefix, config.store_timeout).await?),
-            None => Arc::new(MemoryLock::new()),
-        })
-    }
-
-    /// Serves on `listener` until `shutdown` resolves; in-flight requests finish, then the
-    /// reconciler stops.
-    pub async fn serve(
-        self,
-        listener: TcpListener,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Result<(), MerchantError> {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let reconciler = self
-            .reconciler
-            .map(|r| tokio::spawn(r.run(self.config.reconcile_interval, self.config.prune_every(), stop_rx)));
-        let app = http::router(self.service);
-        let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-        let _ = stop_tx.send(true);
-        if let Some(task) = reconciler {
-            let _ = task.await;
-        }
-        result.map_err(MerchantError::Io)
-    }
-}
-
-/// Builds the merchant `config` describes and serves it on `listener` until `shutdown`.
-pub async fn serve(
-    listener: TcpListener,
-    config: MerchantConfig,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), MerchantError> {
-    let addr = listener.local_addr()?;
-    let description = config.describe();
-    let merchant = Merchant::build(config).await?;
-    tracing::info!(%addr, "merchant listening: {description}");
-    merchant.serve(listener, shutdown).await
-}
-
-/// A merchant running in the background (tests, the demo, embedding).
-pub struct RunningMerchant {
-    pub addr: SocketAddr,
-    pub strategy: Strategy,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), MerchantError>>,
-}
-
-impl RunningMerchant {
-    /// Builds the merchant (connecting to and migrating its services), binds `addr`
-    /// (port 0 picks a free port) and serves in a background task.
-    pub async fn start(config: MerchantConfig, addr: SocketAddr) -> Result<Self, MerchantError> {
-        let strategy = config.strategy;
-        let merchant = Merchant::build(config).await?;
-        let listener = TcpListener::bind(addr).await?;
-        let addr = listener.local_addr()?;
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(merchant.serve(listener, async move {
-            let _ = rx.await;
-        }));
-        Ok(Self {
-            addr,
-            strategy,
-            stop: Some(tx),
-            task,
-        })
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Stops accepting, lets in-flight requests finish, stops the reconciler and waits.
-    pub async fn shutdown(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        match (&mut self.task).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "merchant stopped with an error"),
-            Err(e) => tracing::warn!(error = %e, "merchant task failed"),
-        }
-    }
-}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::checkout::{Answer, CheckoutRequest, Reply};
-use super::clock::now_ms;
+use super::clock::SharedClock;
 use super::gateway::{ChargeOutcome, ChargeRequest, Gateway};
 use super::idempotency_record::IdempotencyKey;
 use super::order::{Order, OrderId};
@@ -21,13 +21,15 @@ use super::strategy::{CheckoutService, Health, Strategy};
 
 pub struct Naive {
     gateway: Arc<dyn Gateway>,
+    clock: SharedClock,
     book: OrderBook,
 }
 
 impl Naive {
-    pub fn new(gateway: Arc<dyn Gateway>) -> Self {
+    pub fn new(gateway: Arc<dyn Gateway>, clock: SharedClock) -> Self {
         Self {
             gateway,
+            clock,
             book: OrderBook::new(),
         }
     }
@@ -86,7 +88,7 @@ impl CheckoutService for Naive {
 
     async fn checkout(&self, req: CheckoutRequest, _key: Option<IdempotencyKey>) -> Answer {
         let outcome = self.gateway.charge(&unguarded_charge(&req)).await;
-        self.book.record(&req, &outcome, now_ms());
+        self.book.record(&req, &outcome, self.clock.now_ms());
         pass_through(&req, outcome).into()
     }
 

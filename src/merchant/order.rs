@@ -6,14 +6,13 @@
 //! only a search of the provider, never another charge, takes it out of there. Every
 //! change goes through [`Order::apply`], which checks the status the change starts from and
 //! bumps the [`Version`]; stores write the result only if the version they hold is still
-//! the one the change was computed from (see `fencing`). A declined order may be paid
-//! again with a new *generation*, which gives the provider a new idempotency key.
+//! the one the change was computed from (`fencing` does that write). A declined order may
+//! be paid again with a new *generation*, which gives the provider a new idempotency key.
+//! Plain values only: this module uses nothing else of the merchant.
 
 use std::fmt;
 
 use serde::Serialize;
-
-use super::fencing::Version;
 
 /// Defines a validated string newtype with `as_str`, `Display` and `Serialize`.
 macro_rules! text_newtype {
@@ -136,6 +135,35 @@ impl Amount {
 }
 
 impl fmt::Display for Amount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// An order's version: starts at 1, bumped by every change. It is the fencing token: a
+/// store replaces an order only while it still holds the version the change was computed
+/// from, so a stale worker's late write changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct Version(u64);
+
+impl Version {
+    pub const FIRST: Version = Version(1);
+
+    pub fn new(v: u64) -> Self {
+        Self(v)
+    }
+
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    pub fn next(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }

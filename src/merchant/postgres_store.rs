@@ -20,10 +20,9 @@ use parking_lot::Mutex;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row};
 
-use super::fencing::{FencedWrite, Version};
 use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
-use super::order::{Amount, Currency, Order, OrderId, OrderStatus, PaymentIntentId, PaymentMethod};
-use super::store::{Store, StoreError};
+use super::order::{Amount, BadValue, Currency, Order, OrderId, OrderStatus, PaymentIntentId, PaymentMethod, Version};
+use super::store::{FencedWrite, Store, StoreError};
 
 /// The migrations, in order; each runs once per schema. `{s}` is the quoted schema.
 const MIGRATIONS: &[&str] = &[
@@ -238,7 +237,7 @@ fn key_from_row(row: &Row) -> Result<KeyRecord, StoreError> {
 
 fn order_from_row(row: &Row) -> Result<Order, StoreError> {
     let bad = corrupt("order row");
-    let invalid = |e: super::order::BadValue| StoreError::Corrupt(format!("order row: {e}"));
+    let invalid = |e: BadValue| StoreError::Corrupt(format!("order row: {e}"));
     let count = |name: &str| -> Result<u32, StoreError> {
         let v: i32 = row.try_get(name).map_err(&bad)?;
         u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("order row: {name} = {v}")))

@@ -10,14 +10,15 @@
 //! found or replayed rather than repeated. An intent in an in-between state, or a failed
 //! search, leaves the order as it is for the next round. Writes are fenced by version, so
 //! the background loop ([`Reconciler::run`]) and a client's inline resolution never fight.
-//! The same loop prunes expired idempotency-key records.
+//! The same loop prunes expired idempotency-key records, and counts its rounds
+//! ([`Reconciler::rounds`]) so that whoever waits for it can wake on a round, not a timer.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::clock::{ms, now_ms};
+use super::clock::{ms, SharedClock};
 use super::fencing::{advance, Advance};
 use super::gateway::{FoundPayment, Gateway};
 use super::order::{Order, OrderStatus, PaymentIntentId, Transition};
@@ -80,7 +81,10 @@ pub struct Sweep {
 pub struct Reconciler {
     store: Arc<dyn Store>,
     gateway: Arc<dyn Gateway>,
+    clock: SharedClock,
     settle: Duration,
+    /// Rounds of [`Reconciler::run`] completed so far.
+    rounds: watch::Sender<u64>,
 }
 
 /// Orders resolved per sweep, at most.
@@ -89,17 +93,30 @@ const SWEEP_BATCH: usize = 200;
 impl Reconciler {
     /// `settle`: how long after an attempt started a search finding nothing is trusted
     /// (at least the provider timeout: a request still in flight could land until then).
-    pub fn new(store: Arc<dyn Store>, gateway: Arc<dyn Gateway>, settle: Duration) -> Self {
-        Self { store, gateway, settle }
+    pub fn new(store: Arc<dyn Store>, gateway: Arc<dyn Gateway>, clock: SharedClock, settle: Duration) -> Self {
+        Self {
+            store,
+            gateway,
+            clock,
+            settle,
+            rounds: watch::channel(0).0,
+        }
+    }
+
+    /// The number of rounds (a sweep, then pruning if due) [`Reconciler::run`] has
+    /// completed; the receiver wakes after each one.
+    pub fn rounds(&self) -> watch::Receiver<u64> {
+        self.rounds.subscribe()
     }
 
     /// Resolves one `reconciling` order (or a `processing` one whose lease lapsed).
     pub async fn resolve(&self, order: &Order) -> Result<Resolution, StoreError> {
         let store = &*self.store;
         let mut order = order.clone();
-        if order.lease_expired(now_ms()) {
+        let now = self.clock.now_ms();
+        if order.lease_expired(now) {
             let reason = "the worker's claim lapsed before it recorded an outcome".to_string();
-            match advance(store, &order, Transition::Suspect { reason }, now_ms()).await? {
+            match advance(store, &order, Transition::Suspect { reason }, now).await? {
                 Advance::Applied(o) => {
                     tracing::warn!(order_id = %o.id, version = %o.version, "stale claim: order moved to reconciling");
                     order = o;
@@ -114,7 +131,7 @@ impl Reconciler {
             Ok(found) => found,
             Err(e) => return Ok(Resolution::Unresolved(e.to_string())),
         };
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let transition = match examine(&order, &found) {
             Finding::Charged(payment_intent) => Transition::Pay { payment_intent },
             Finding::InDoubt(why) => return Ok(Resolution::Unresolved(why)),
@@ -141,7 +158,7 @@ impl Reconciler {
     /// Resolves every order that needs it, once.
     pub async fn sweep(&self) -> Result<Sweep, StoreError> {
         let mut sweep = Sweep::default();
-        for order in self.store.orders_to_reconcile(now_ms(), SWEEP_BATCH).await? {
+        for order in self.store.orders_to_reconcile(self.clock.now_ms(), SWEEP_BATCH).await? {
             match self.resolve(&order).await? {
                 Resolution::Paid(_) => sweep.paid += 1,
                 Resolution::Reopened(_) => sweep.reopened += 1,
@@ -155,12 +172,12 @@ impl Reconciler {
         Ok(sweep)
     }
 
-    /// Sweeps every `interval` and prunes expired key records every `prune_every`, until
-    /// `stop` turns true.
+    /// Sweeps every `interval` and prunes expired key records every `prune_every` (by the
+    /// merchant's clock), until `stop` turns true.
     pub async fn run(self, interval: Duration, prune_every: Duration, mut stop: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(interval.max(Duration::from_millis(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_prune = Instant::now();
+        let mut last_prune_ms = self.clock.now_ms();
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -172,14 +189,16 @@ impl Reconciler {
             if let Err(e) = self.sweep().await {
                 tracing::warn!(error = %e, "reconciliation sweep failed");
             }
-            if last_prune.elapsed() >= prune_every {
-                last_prune = Instant::now();
-                match self.store.prune_keys(now_ms()).await {
+            let now = self.clock.now_ms();
+            if now.saturating_sub(last_prune_ms) >= ms(prune_every) {
+                last_prune_ms = now;
+                match self.store.prune_keys(now).await {
                     Ok(0) => {}
                     Ok(n) => tracing::debug!(pruned = n, "expired idempotency keys pruned"),
                     Err(e) => tracing::warn!(error = %e, "pruning idempotency keys failed"),
                 }
             }
+            self.rounds.send_modify(|n| *n += 1);
         }
     }
 }

@@ -9,7 +9,6 @@
 
 use async_trait::async_trait;
 
-use super::fencing::FencedWrite;
 use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
 use super::order::{Order, OrderId};
 
@@ -20,6 +19,15 @@ pub enum StoreError {
     Unavailable(String),
     #[error("the store holds a row it cannot read: {0}")]
     Corrupt(String),
+}
+
+/// What a store did with a conditional write ([`Store::write_order`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FencedWrite {
+    /// The row still had the expected version: the new row is stored.
+    Applied,
+    /// The row had moved on (or is gone): nothing was written.
+    Fenced,
 }
 
 #[async_trait]

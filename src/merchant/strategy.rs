@@ -1,11 +1,13 @@
 //! The three checkout strategies and the service interface the HTTP layer drives.
 //!
-//! [`Strategy`] names them (`naive`, `lock-only`, `idempotent`: the values of `fauxpay
-//! merchant --strategy`); each is a [`CheckoutService`] in its own module. The trait is
-//! plain Rust — a validated request and an optional key in, an [`Answer`] out — so every
-//! strategy is tested without HTTP, and the handlers stay thin.
+//! [`Strategy`] names them (`naive`, `lock-only`, `idempotent`: parsed by [`FromStr`],
+//! and the values of `fauxpay merchant --strategy`, whose parser lives with the CLI);
+//! each is a [`CheckoutService`] in its own module. The trait is plain Rust — a validated
+//! request and an optional key in, an [`Answer`] out — so every strategy is tested
+//! without HTTP, and the handlers stay thin.
 
 use std::fmt;
+use std::str::FromStr;
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -16,7 +18,7 @@ use super::order::{Order, OrderId};
 use super::store::StoreError;
 
 /// How a reference merchant protects a payment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Strategy {
     /// No idempotency anywhere: every request charges (double-charges on client retries).
@@ -29,6 +31,8 @@ pub enum Strategy {
 }
 
 impl Strategy {
+    pub const ALL: [Strategy; 3] = [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Strategy::Naive => "naive",
@@ -41,6 +45,22 @@ impl Strategy {
 impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not one of [`Strategy::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown strategy `{0}`: expected naive, lock-only or idempotent")]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for Strategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Strategy::ALL
+            .into_iter()
+            .find(|strategy| strategy.as_str() == s)
+            .ok_or_else(|| UnknownStrategy(s.to_string()))
     }
 }
 
@@ -71,16 +91,14 @@ pub trait CheckoutService: Send + Sync + 'static {
 
 #[cfg(test)]
 mod tests {
-    use clap::ValueEnum;
-
     use super::*;
 
     #[test]
     fn strategies_have_their_cli_names() {
-        for s in [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent] {
-            assert_eq!(Strategy::from_str(s.as_str(), false), Ok(s));
+        for s in Strategy::ALL {
+            assert_eq!(s.as_str().parse::<Strategy>(), Ok(s));
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
-        assert!(Strategy::from_str("lock_only", false).is_err());
+        assert!("lock_only".parse::<Strategy>().is_err());
     }
 }

@@ -1,6 +1,8 @@
 //! Helpers for the reference merchant's end-to-end tests: a provider and a merchant on free
 //! ports, a retrying checkout client, the provider's ledger grouped by order, the local
-//! Redis and PostgreSQL (required when `CI` is set), and a Redis server of a test's own.
+//! Redis and PostgreSQL, and a Redis server of a test's own. A test that needs a service
+//! which is not there fails, naming the service and how to start it, with or without `CI`:
+//! it never passes without having run.
 #![allow(dead_code)]
 
 pub mod scenarios;
@@ -47,20 +49,16 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The local Redis and PostgreSQL with a fresh schema, or `None` (skip) when either is
-    /// missing and `CI` is not set. With `CI` set, a missing service fails the test.
-    pub async fn durable() -> Option<Backend> {
-        if !require("Redis at 127.0.0.1:6379", redis_answers(LOCAL_REDIS).await) {
-            return None;
-        }
-        if !require("PostgreSQL at 127.0.0.1:5432", postgres_answers().await) {
-            return None;
-        }
-        Some(Backend::Durable {
+    /// The local Redis and PostgreSQL with a fresh schema; fails the test when either is
+    /// missing.
+    pub async fn durable() -> Backend {
+        require_redis().await;
+        require_postgres().await;
+        Backend::Durable {
             redis_url: LOCAL_REDIS.to_string(),
             postgres_url: LOCAL_POSTGRES.to_string(),
             schema: unique_schema(),
-        })
+        }
     }
 
     pub fn apply(&self, config: &mut MerchantConfig) {
@@ -93,17 +91,31 @@ impl Backend {
     }
 }
 
-/// Whether a test that needs `service` may run: true if it is there; otherwise a panic
-/// under `CI`, or a printed notice (and false) on a developer's machine.
-pub fn require(service: &str, available: bool) -> bool {
-    if available {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{service} is required when CI is set, and it is not reachable");
-    }
-    eprintln!("NOTICE: skipping: {service} is not reachable (set CI=1 to make this a failure)");
-    false
+/// Fails the test, naming `service` and how to provide it, unless it is `available`. The
+/// same with or without `CI`: a skip that libtest reports as a pass would hide the tests
+/// that matter most.
+pub fn require(service: &str, available: bool, how: &str) {
+    assert!(available, "{service} is needed by this test and is not there: {how}");
+}
+
+/// Fails the test unless the local Redis answers.
+pub async fn require_redis() {
+    require(
+        "Redis at 127.0.0.1:6379",
+        redis_answers(LOCAL_REDIS).await,
+        "start it with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" \
+         --appendonly no`, or `docker compose up -d redis` (.ci/run starts it if it is down)",
+    );
+}
+
+/// Fails the test unless the local PostgreSQL answers.
+pub async fn require_postgres() {
+    require(
+        "PostgreSQL at 127.0.0.1:5432 (trust auth, user postgres, database test)",
+        postgres_answers().await,
+        "start it with `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, \
+         or `docker compose up -d postgres` (.ci/run starts it if it is down)",
+    );
 }
 
 pub async fn redis_answers(url: &str) -> bool {
@@ -215,25 +227,44 @@ pub async fn checkout_until_final(
     key: Option<&str>,
     deadline: Instant,
 ) -> (Outcome, Vec<u16>) {
+    checkout_until_final_reporting(client, url, body, key, deadline, |_| {}).await
+}
+
+/// [`checkout_until_final`], calling `report` with each status as it is seen (0 for a
+/// transport error), so a test can wake on what the client met.
+pub async fn checkout_until_final_reporting(
+    client: &Client,
+    url: &str,
+    body: &Value,
+    key: Option<&str>,
+    deadline: Instant,
+    mut report: impl FnMut(u16),
+) -> (Outcome, Vec<u16>) {
     let mut seen = Vec::new();
     let mut backoff = Duration::from_millis(40);
     loop {
-        match checkout(client, url, body, key).await {
+        let status = match checkout(client, url, body, key).await {
             Some(r) if r.status == 200 => {
                 seen.push(200);
+                report(200);
                 let pi = r.body["payment_intent"].as_str().unwrap_or_default().to_string();
                 return (Outcome::Paid(pi), seen);
             }
             Some(r) if matches!(r.status, 400 | 402 | 422) => {
                 seen.push(r.status);
+                report(r.status);
                 return (Outcome::Failed(r.status), seen);
             }
-            Some(r) => seen.push(r.status),
-            None => seen.push(0),
-        }
+            Some(r) => r.status,
+            None => 0,
+        };
+        seen.push(status);
+        report(status);
         if Instant::now() + backoff >= deadline {
             return (Outcome::Unresolved, seen);
         }
+        // The client's retry backoff (with jitter), as a real client waits before retrying:
+        // behaviour under test, not synchronisation.
         let jitter = Duration::from_millis(rand::random::<u64>() % 40);
         tokio::time::sleep(backoff + jitter).await;
         backoff = (backoff * 2).min(Duration::from_millis(300));
@@ -298,21 +329,59 @@ pub async fn order(client: &Client, merchant_url: &str, id: &str) -> (u16, Value
     (status, resp.json().await.unwrap_or(Value::Null))
 }
 
-/// Waits until none of `orders` is `processing` or `reconciling`; returns those still so.
-pub async fn wait_settled(client: &Client, merchant_url: &str, orders: &[String], within: Duration) -> Vec<String> {
-    let deadline = Instant::now() + within;
+/// Waits until none of `orders` is `processing` or `reconciling`; returns those still so
+/// after `within`. Only the merchant's background reconciler moves such orders on once
+/// the clients are done, so the orders are looked at again after each of its rounds.
+pub async fn wait_settled(client: &Client, m: &RunningMerchant, orders: &[String], within: Duration) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut rounds = m
+        .reconciler_rounds()
+        .expect("only a merchant with a reconciler settles its orders");
     loop {
         let mut open = Vec::new();
         for id in orders {
-            let (status, body) = order(client, merchant_url, id).await;
+            let (status, body) = order(client, &m.url(), id).await;
             if status == 200 && matches!(body["status"].as_str(), Some("processing" | "reconciling")) {
                 open.push(id.clone());
             }
         }
-        if open.is_empty() || Instant::now() >= deadline {
+        if open.is_empty() {
             return open;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        match tokio::time::timeout_at(deadline, rounds.changed()).await {
+            Ok(Ok(())) => {}
+            // Out of time, or the reconciler stopped.
+            Ok(Err(_)) | Err(_) => return open,
+        }
+    }
+}
+
+/// Waits for `n` more completed rounds of the merchant's background reconciler (a sweep,
+/// then pruning when due), counting from the call.
+pub async fn reconciler_rounds(m: &RunningMerchant, n: u64) {
+    let mut rounds = m.reconciler_rounds().expect("the merchant has a reconciler");
+    let target = *rounds.borrow() + n;
+    tokio::time::timeout(Duration::from_secs(10), rounds.wait_for(|done| *done >= target))
+        .await
+        .expect("timed out waiting for the reconciler")
+        .expect("the reconciler stopped");
+}
+
+/// Polls the state of a server reached over a socket (the provider's ledger, a Redis
+/// coming up) until `cond` holds, failing after `within`. Only for state that announces
+/// itself no other way: what the merchant itself does is waited for on its signals.
+pub async fn poll_until<F, Fut>(what: &str, within: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    while !cond().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -323,20 +392,22 @@ pub struct OwnRedis {
 }
 
 impl OwnRedis {
-    /// Starts one; `None` (skip) if `redis-server` is missing and `CI` is not set.
-    pub async fn start() -> Option<OwnRedis> {
+    /// Starts one; fails the test if `redis-server` is not on the `PATH`.
+    pub async fn start() -> OwnRedis {
         let found = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
             .status()
             .is_ok();
-        if !require("the redis-server binary", found) {
-            return None;
-        }
+        require(
+            "the redis-server binary",
+            found,
+            "install Redis (e.g. `apt-get install redis-server`) so that `redis-server` is on the PATH",
+        );
         let port = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut redis = OwnRedis { port, child: None };
         redis.restart().await;
-        Some(redis)
+        redis
     }
 
     pub fn url(&self) -> String {
@@ -353,15 +424,14 @@ impl OwnRedis {
             .spawn()
             .expect("redis-server starts");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !redis_answers(&self.url()).await {
-            assert!(
-                Instant::now() < deadline,
-                "own redis-server did not come up on {}",
-                self.port
-            );
-            tokio::time::sleep(Duration::from_millis(30)).await;
-        }
+        // Another process: nothing tells us when it accepts connections but asking it.
+        let url = self.url();
+        poll_until(
+            &format!("the own redis-server on port {}", self.port),
+            Duration::from_secs(5),
+            || redis_answers(&url),
+        )
+        .await;
     }
 
     /// Kills the server (as a crash would).

@@ -105,7 +105,7 @@ pub async fn no_charge_reopens_the_order(backend: &Backend) {
     assert_eq!(first.body["error"], "outcome_unknown");
     assert_eq!(first.retry_after.as_deref(), Some("1"));
     assert!(
-        wait_settled(&c, &m.url(), std::slice::from_ref(&order_id), Duration::from_secs(5))
+        wait_settled(&c, &m, std::slice::from_ref(&order_id), Duration::from_secs(5))
             .await
             .is_empty()
     );
@@ -280,7 +280,7 @@ pub async fn profile_run(strategy: Strategy, profile: &str, backend: &Backend, o
     }
     let ids: Vec<String> = outcomes.keys().cloned().collect();
     let unsettled = if strategy == Strategy::Idempotent {
-        wait_settled(&c, &m.url(), &ids, Duration::from_secs(6)).await
+        wait_settled(&c, &m, &ids, Duration::from_secs(6)).await
     } else {
         Vec::new()
     };
