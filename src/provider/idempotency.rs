@@ -5,7 +5,7 @@
 //! and every later request with the same key and the same parameters gets them back
 //! ([`Begin::Replay`]) — declines and 500s included. While the first is still running a
 //! second gets [`Begin::InUse`] (409); the same key with other parameters gets
-//! [`Begin::Mismatch`]. A claim dropped without a stored response (a validation failure,
+//! [`Begin::Mismatch`], on another endpoint [`Begin::OtherEndpoint`]. A claim dropped without a stored response (a validation failure,
 //! a 429, a cancelled request) frees the key again. Keys expire after the TTL, after
 //! which the same key starts a new request.
 
@@ -31,10 +31,15 @@ pub enum Mode {
     Ietf,
 }
 
-/// A hash of what a request asks for: method, path and canonical parameters (the first
-/// 128 bits of their SHA-256, streamed: the canonical form is never built).
+/// What a request asks for: the endpoint it was sent to (its path pattern, e.g.
+/// `/v1/payment_intents/{id}/confirm`), and a hash of its method, path and canonical
+/// parameters (the first 128 bits of their SHA-256, streamed: the canonical form is
+/// never built). A key reused on another endpoint, or with other parameters, is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint([u8; 16]);
+pub struct Fingerprint {
+    endpoint: &'static str,
+    digest: [u8; 16],
+}
 
 struct HashWriter<'a>(&'a mut Sha256);
 
@@ -50,7 +55,7 @@ impl std::io::Write for HashWriter<'_> {
 }
 
 impl Fingerprint {
-    pub fn of(method: &str, path: &str, params: &Params) -> Self {
+    pub fn of(endpoint: &'static str, method: &str, path: &str, params: &Params) -> Self {
         let mut h = Sha256::new();
         h.update(method.as_bytes());
         h.update([0]);
@@ -60,7 +65,12 @@ impl Fingerprint {
         let digest = h.finalize();
         let mut out = [0u8; 16];
         out.copy_from_slice(&digest[..16]);
-        Self(out)
+        Self { endpoint, digest: out }
+    }
+
+    /// The endpoint the request was sent to.
+    pub fn endpoint(&self) -> &'static str {
+        self.endpoint
     }
 }
 
@@ -204,6 +214,8 @@ pub enum Begin {
     InUse,
     /// The key was used with other parameters.
     Mismatch,
+    /// The key was first used on another endpoint (its path pattern).
+    OtherEndpoint(&'static str),
 }
 
 /// The store of idempotency keys, sharded by (API key, key).
@@ -258,6 +270,9 @@ impl IdempotencyStore {
         if let Some(position) = shard.position(hash, api_key, key) {
             if let Some(existing) = shard.entries[position].as_mut().map(|e| &mut e.record) {
                 if !self.expired(existing, now) {
+                    if existing.fingerprint.endpoint != fingerprint.endpoint {
+                        return Begin::OtherEndpoint(existing.fingerprint.endpoint);
+                    }
                     if existing.fingerprint != fingerprint {
                         return Begin::Mismatch;
                     }
@@ -378,6 +393,7 @@ mod tests {
 
     fn fp(amount: &str) -> Fingerprint {
         Fingerprint::of(
+            "/v1/payment_intents",
             "POST",
             "/v1/payment_intents",
             &Params::from_form(format!("amount={amount}").as_bytes()).unwrap(),
@@ -396,7 +412,7 @@ mod tests {
             h.update(params.canonical());
             let digest = h.finalize();
             assert_eq!(
-                Fingerprint::of("POST", "/v1/charges", &params).0,
+                Fingerprint::of("/v1/charges", "POST", "/v1/charges", &params).digest,
                 digest[..16],
                 "{n} params"
             );
@@ -426,6 +442,11 @@ mod tests {
         };
         assert!(matches!(s.begin(&a, &k, fp("100"), now), Begin::InUse));
         assert!(matches!(s.begin(&a, &k, fp("200"), now), Begin::Mismatch));
+        let elsewhere = Fingerprint::of("/v1/customers", "POST", "/v1/customers", &Params::default());
+        assert!(matches!(
+            s.begin(&a, &k, elsewhere, now),
+            Begin::OtherEndpoint("/v1/payment_intents")
+        ));
         claim.complete(resp(500));
         match s.begin(&a, &k, fp("100"), now) {
             Begin::Replay(r) => assert_eq!(r.status, 500),

@@ -157,7 +157,7 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
     };
     // The key is claimed on arrival, so a request held by latency or a fault is "in
     // flight": a concurrent request with the same key gets 409, as at Stripe.
-    let admission = admit(app, &req, endpoint.verb);
+    let admission = admit(app, &req, endpoint);
     let mut record = RequestRecord {
         seq: 0,
         request_id: req.request_id,
@@ -259,12 +259,12 @@ enum Admission {
     Refused(ApiError),
 }
 
-fn admit(app: &Provider, req: &Request, verb: Verb) -> Admission {
+fn admit(app: &Provider, req: &Request, endpoint: &Endpoint) -> Admission {
     let key = match &req.idempotency_key {
-        Some(key) if verb.is_write() => key,
+        Some(key) if endpoint.verb.is_write() => key,
         _ => return Admission::Fresh(None),
     };
-    let fingerprint = Fingerprint::of(req.verb.as_str(), &req.path, &req.params);
+    let fingerprint = Fingerprint::of(endpoint.path, req.verb.as_str(), &req.path, &req.params);
     match app.idempotency.begin(&req.api_key, key, fingerprint, Instant::now()) {
         Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
         Begin::Replay(stored) => Admission::Replay(stored),
@@ -282,23 +282,35 @@ fn admit(app: &Provider, req: &Request, verb: Verb) -> Admission {
         }
         Begin::Mismatch => {
             app.metrics.key_mismatches.inc();
-            let status = match app.config.idempotency {
-                Mode::Stripe => Status::BadRequest,
-                Mode::Ietf => Status::UnprocessableEntity,
-            };
-            Admission::Refused(
-                ApiError::new(
-                    status,
-                    ErrorType::IdempotencyError,
-                    format!(
-                        "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{}' if you meant to execute a different request.",
-                        key.as_str()
-                    ),
-                )
-                .retry_hint(false),
-            )
+            Admission::Refused(key_misused(
+                app,
+                format!(
+                    "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '{}' if you meant to execute a different request.",
+                    key.as_str()
+                ),
+            ))
+        }
+        Begin::OtherEndpoint(first) => {
+            app.metrics.key_mismatches.inc();
+            Admission::Refused(key_misused(
+                app,
+                format!(
+                    "Keys for idempotent requests can only be used for the same endpoint they were first used for ('{first}' vs '{}'). Try using a key other than '{}' if you meant to execute a different request.",
+                    endpoint.path,
+                    key.as_str()
+                ),
+            ))
         }
     }
+}
+
+/// A key reused for another request: 400 (Stripe) or 422 (the IETF draft).
+fn key_misused(app: &Provider, message: String) -> ApiError {
+    let status = match app.config.idempotency {
+        Mode::Stripe => Status::BadRequest,
+        Mode::Ietf => Status::UnprocessableEntity,
+    };
+    ApiError::new(status, ErrorType::IdempotencyError, message).retry_hint(false)
 }
 
 fn to_stored(result: Result<Reply, ApiError>, request_id: RequestId) -> StoredResponse {

@@ -83,10 +83,12 @@ async fn prepare(app: &Arc<Provider>, state: KeyState) -> Option<Claim> {
         KeyState::InFlight => {
             let params = Params::from_form(BODY.as_bytes()).unwrap();
             let key = IdempotencyKey::parse(KEY).unwrap();
-            match app
-                .idempotency
-                .begin(&api_key(), &key, Fingerprint::of("POST", PATH, &params), Instant::now())
-            {
+            match app.idempotency.begin(
+                &api_key(),
+                &key,
+                Fingerprint::of(PATH, "POST", PATH, &params),
+                Instant::now(),
+            ) {
                 Begin::Proceed(claim) => Some(claim),
                 _ => panic!("a new key proceeds"),
             }
@@ -308,4 +310,24 @@ async fn a_rate_limit_says_when_to_retry() {
         panic!("sent")
     };
     assert_eq!((a.status, a.retry_after, a.should_retry), (429, Some(2), Some(true)));
+}
+
+#[tokio::test]
+async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
+    let app = Provider::new(Config::default());
+    assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(200));
+    let charge = &crate::provider::charges::routes::ENDPOINTS[0];
+    let mut other = request(Some(KEY), "amount=2000&currency=usd&source=tok_visa", None);
+    other.path = "/v1/charges".into();
+    let Delivery::Send(a) = run(&app, other, charge, "").await else {
+        panic!("sent")
+    };
+    assert_eq!(a.status, 400);
+    let body: Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(body["error"]["type"], "idempotency_error");
+    assert_eq!(
+        body["error"]["message"],
+        "Keys for idempotent requests can only be used for the same endpoint they were first used for ('/v1/payment_intents' vs '/v1/charges'). Try using a key other than 'key-1' if you meant to execute a different request."
+    );
+    assert_eq!(charges(&app), 1, "nothing charged on the second endpoint");
 }
