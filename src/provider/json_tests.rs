@@ -42,7 +42,9 @@ fn objects_serialise_stripe_fields_with_id_first() {
     assert_eq!(v["paid"], true);
     assert!(v["balance_transaction"].as_str().unwrap().starts_with("txn_"));
     assert_eq!(v["billing_details"]["address"]["city"], Value::Null);
-    assert_eq!(v.as_object().unwrap().len(), 41);
+    assert_eq!(v["invoice"], Value::Null);
+    assert_eq!(v["payment_method_details"]["card"]["network_token"]["used"], false);
+    assert_eq!(v.as_object().unwrap().len(), 42);
 }
 
 #[test]

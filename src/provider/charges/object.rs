@@ -146,7 +146,10 @@ impl Charge {
         opt_text(out, decline.map(|d| &*d.code));
         raw(out, ",\"failure_message\":");
         opt_text(out, decline.map(|d| &*d.message));
-        raw(out, ",\"fraud_details\":{},\"livemode\":false,\"metadata\":");
+        raw(
+            out,
+            ",\"fraud_details\":{},\"invoice\":null,\"livemode\":false,\"metadata\":",
+        );
         metadata(out, &self.metadata);
         raw(out, ",\"on_behalf_of\":null,\"outcome\":");
         match decline {
@@ -173,16 +176,16 @@ impl Charge {
         plain(out, card.brand);
         raw(
             out,
-            ",\"checks\":{\"address_line1_check\":null,\"address_postal_code_check\":null,\"cvc_check\":\"pass\"},\"country\":\"US\",\"exp_month\":12,\"exp_year\":2034,\"funding\":",
+            ",\"checks\":{\"address_line1_check\":null,\"address_postal_code_check\":null,\"cvc_check\":\"pass\"},\"country\":\"US\",\"exp_month\":12,\"exp_year\":2034,\"fingerprint\":null,\"funding\":",
         );
         plain(out, card.funding);
-        raw(out, ",\"last4\":");
+        raw(out, ",\"installments\":null,\"last4\":");
         plain(out, card.last4());
-        raw(out, ",\"network\":");
+        raw(out, ",\"mandate\":null,\"network\":");
         plain(out, card.brand);
         raw(
             out,
-            ",\"three_d_secure\":null,\"wallet\":null},\"type\":\"card\"},\"receipt_email\":null,\"receipt_number\":null,\"receipt_url\":null,\"refunded\":",
+            ",\"network_token\":{\"used\":false},\"three_d_secure\":null,\"wallet\":null},\"type\":\"card\"},\"receipt_email\":null,\"receipt_number\":null,\"receipt_url\":null,\"refunded\":",
         );
         bool(out, self.refunded);
         raw(
@@ -247,11 +250,20 @@ struct CardDetails {
     country: &'static str,
     exp_month: u32,
     exp_year: u32,
+    fingerprint: Null,
     funding: &'static str,
+    installments: Null,
     last4: &'static str,
+    mandate: Null,
     network: &'static str,
+    network_token: NetworkToken,
     three_d_secure: Null,
     wallet: Null,
+}
+
+#[derive(Serialize)]
+struct NetworkToken {
+    used: bool,
 }
 
 #[derive(Serialize)]
@@ -265,7 +277,7 @@ impl Serialize for Charge {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let decline = self.decline.as_deref();
         let card = self.card;
-        let mut o = s.serialize_struct("Charge", 41)?;
+        let mut o = s.serialize_struct("Charge", 42)?;
         o.serialize_field("id", &self.id)?;
         o.serialize_field("object", "charge")?;
         o.serialize_field("amount", &self.amount)?;
@@ -305,6 +317,7 @@ impl Serialize for Charge {
         o.serialize_field("failure_code", &decline.map(|d| &*d.code))?;
         o.serialize_field("failure_message", &decline.map(|d| &*d.message))?;
         o.serialize_field("fraud_details", &Empty {})?;
+        o.serialize_field("invoice", &Null)?;
         o.serialize_field("livemode", &false)?;
         o.serialize_field("metadata", &self.metadata)?;
         o.serialize_field("on_behalf_of", &Null)?;
@@ -345,9 +358,13 @@ impl Serialize for Charge {
                     country: "US",
                     exp_month: 12,
                     exp_year: 2034,
+                    fingerprint: Null,
                     funding: card.funding,
+                    installments: Null,
                     last4: card.last4(),
+                    mandate: Null,
                     network: card.brand,
+                    network_token: NetworkToken { used: false },
                     three_d_secure: Null,
                     wallet: Null,
                 },

@@ -218,7 +218,7 @@ impl PaymentIntent {
         opt_text(out, text_of(|t| &t.customer));
         raw(out, ",\"description\":");
         opt_text(out, text_of(|t| &t.description));
-        raw(out, ",\"last_payment_error\":");
+        raw(out, ",\"invoice\":null,\"last_payment_error\":");
         let _ = serde_json::to_writer(&mut *out, &self.last_payment_error);
         raw(out, ",\"latest_charge\":");
         opt_plain(out, self.latest_charge.map(|c| c.as_str()).as_deref());
@@ -283,7 +283,7 @@ impl Serialize for ClientSecret<'_> {
 impl Serialize for PaymentIntent {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let text = |f: fn(&IntentText) -> &Option<Box<str>>| text_field(&self.text, f);
-        let mut o = s.serialize_struct("PaymentIntent", 36)?;
+        let mut o = s.serialize_struct("PaymentIntent", 37)?;
         o.serialize_field("id", &self.id)?;
         o.serialize_field("object", "payment_intent")?;
         o.serialize_field("amount", &self.amount)?;
@@ -307,6 +307,7 @@ impl Serialize for PaymentIntent {
         o.serialize_field("currency", &self.currency)?;
         o.serialize_field("customer", &text(|t| &t.customer))?;
         o.serialize_field("description", &text(|t| &t.description))?;
+        o.serialize_field("invoice", &Null)?;
         o.serialize_field("last_payment_error", &self.last_payment_error)?;
         o.serialize_field("latest_charge", &self.latest_charge)?;
         o.serialize_field("livemode", &false)?;
