@@ -25,6 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{Harness, KEY};
+use fauxpay::faults::{ms, secs, Fault, ForcedFault, When};
 use fauxpay::provider::endpoint::Verb;
 use fauxpay::provider::http::routes::endpoints;
 use jsonschema::error::ValidationErrorKind;
@@ -569,7 +570,7 @@ async fn error_objects(r: &mut Run) {
         (status, &e["error"]["code"]),
         (400, &json!("payment_intent_unexpected_state"))
     );
-    // Idempotency: a key reused with other parameters.
+    // Idempotency: a key reused with other parameters…
     r.send(
         "POST",
         PI,
@@ -588,6 +589,17 @@ async fn error_objects(r: &mut Run) {
         )
         .await;
     assert_eq!((status, &e["error"]["type"]), (400, &json!("idempotency_error")));
+    // …and on another endpoint.
+    let (status, e) = r
+        .send(
+            "POST",
+            CH,
+            "",
+            "amount=100&currency=usd&source=tok_visa",
+            &[("Idempotency-Key", "spec-k")],
+        )
+        .await;
+    assert_eq!((status, &e["error"]["type"]), (400, &json!("idempotency_error")));
     // Injected faults: a 5xx and a 429; a forced decline.
     let (status, e) = r
         .send(
@@ -595,11 +607,19 @@ async fn error_objects(r: &mut Run) {
             PI,
             "",
             "amount=100&currency=usd",
-            &[("Fauxpay-Fault", "error; status=503")],
+            &[("Fauxpay-Fault", &Fault::error(When::BeforeCommit, 503).header_value())],
         )
         .await;
     assert_eq!((status, &e["error"]["type"]), (503, &json!("api_error")));
-    let (status, _) = r.send("GET", PI, "", "", &[("Fauxpay-Fault", "rate_limit")]).await;
+    let (status, _) = r
+        .send(
+            "GET",
+            PI,
+            "",
+            "",
+            &[("Fauxpay-Fault", &Fault::rate_limit(secs(1)).header_value())],
+        )
+        .await;
     assert_eq!(status, 429);
     let (status, e) = r
         .send(
@@ -609,7 +629,7 @@ async fn error_objects(r: &mut Run) {
             "amount=100&currency=usd&source=tok_visa",
             &[(
                 "Fauxpay-Fault",
-                "decline; code=card_declined; decline_code=do_not_honor",
+                &Fault::decline("card_declined", "do_not_honor", None).header_value(),
             )],
         )
         .await;
@@ -619,7 +639,10 @@ async fn error_objects(r: &mut Run) {
     let slow =
         r.h.post(PI)
             .header("Idempotency-Key", "spec-busy")
-            .header("Fauxpay-Fault", "latency; value=300ms")
+            .header(
+                "Fauxpay-Fault",
+                ForcedFault::new().latency(ms(300), When::BeforeCommit).header_value(),
+            )
             .header("content-type", "application/x-www-form-urlencoded")
             .body("amount=100&currency=usd")
             .send();
