@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# Instructions per request of the provider, counted by valgrind's callgrind: repeatable
+# to about 0.7% on a noisy host, where wall-clock A/B runs are not.
+#
+#   bench/callgrind.sh new                          # ${CARGO_TARGET_DIR:-target}/release/fauxpay
+#   bench/callgrind.sh replay path/to/fauxpay
+#   BASELINE=/tmp/fauxpay-main bench/callgrind.sh new   # both, and their ratio
+#
+# For each binary: starts `fauxpay serve --profile happy` under callgrind on
+# 127.0.0.1 (a free port, read from its start-up line), warms it up, zeroes the counters
+# (callgrind_control -z), sends exactly BENCH_REQUESTS requests of the row through wrk
+# (bench/wrk/exact.lua over new.lua or replay.lua; every one answered), dumps the
+# counters (callgrind_control -d), stops the server, and prints one line:
+#
+#   row=new requests=10000 instructions_per_request=57812 instructions=578120000
+#
+# instructions_per_request is the dump's total Ir / requests: everything the server's
+# threads ran between the zero and the dump, the accepts of wrk's connections included
+# (the dump comes before their closes). With BASELINE the line adds
+# baseline_instructions_per_request, baseline_instructions and ratio (binary /
+# baseline). The row `new` is a confirmed payment intent with its own key and order id
+# (what `fauxpay load --template stripe` sends); `replay` is the same request with one
+# key, answered from the idempotency store (the first answer and its first replay are
+# in the warm-up).
+#
+# Knobs (environment): BENCH_REQUESTS (10000), BENCH_WARMUP (1000 requests),
+# BENCH_CONNECTIONS (64), BENCH_PORT (0: a free port), BENCH_TIMEOUT (900 s per wrk
+# run), BENCH_KEEP (a folder to keep the callgrind dumps in, for callgrind_annotate).
+set -euo pipefail
+CALLER_DIR=$PWD
+cd "$(dirname "$0")/.."
+
+# A path given by the caller, relative to where they ran the script.
+from_caller() {
+  case $1 in
+    /*) echo "$1" ;;
+    *) echo "$CALLER_DIR/$1" ;;
+  esac
+}
+
+usage() {
+  echo "usage: [BASELINE=path] bench/callgrind.sh new|replay [fauxpay binary]" >&2
+  exit 2
+}
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+ROW=$1
+case $ROW in
+  new) SCRIPT=new.lua ;;
+  replay) SCRIPT=replay.lua ;;
+  *) usage ;;
+esac
+if [ $# = 2 ]; then
+  BINARY=$(from_caller "$2")
+else
+  BINARY=$(from_caller "${CARGO_TARGET_DIR:-$PWD/target}/release/fauxpay")
+fi
+BASELINE=${BASELINE:+$(from_caller "$BASELINE")}
+REQUESTS=${BENCH_REQUESTS:-10000}
+WARMUP=${BENCH_WARMUP:-1000}
+CONNS=${BENCH_CONNECTIONS:-64}
+PORT=${BENCH_PORT:-0}
+WRK_TIMEOUT=${BENCH_TIMEOUT:-900}
+for b in "$BINARY" ${BASELINE:+"$BASELINE"}; do
+  [ -x "$b" ] || { echo "callgrind: $b is not an executable (build it: cargo build --release -p fauxpay)" >&2; exit 2; }
+done
+[ "$REQUESTS" -gt 0 ] && [ "$WARMUP" -gt 0 ] || { echo "callgrind: BENCH_REQUESTS and BENCH_WARMUP must be positive" >&2; exit 2; }
+
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v valgrind >/dev/null || missing+=(valgrind)
+if [ ${#missing[@]} != 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "callgrind: ${missing[*]} missing: install (Debian/Ubuntu: sudo apt-get install -y ${missing[*]})" >&2
+    exit 2
+  fi
+fi
+for tool in callgrind_control timeout awk ss; do
+  command -v "$tool" >/dev/null || { echo "callgrind: $tool is missing" >&2; exit 2; }
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fauxpay-callgrind.XXXXXX")
+SERVER_PID=
+WRK_PID=
+cleanup() {
+  for p in "$WRK_PID" "$SERVER_PID"; do
+    [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wrk_exact N CONNECTIONS RUN_PREFIX [COMMAND...]: exactly N requests of the row, then
+# COMMAND while wrk's connections are still open; fails on any error. exact.lua says on
+# a FIFO when the last answer has arrived; SIGINT then makes wrk print its summary
+# instead of waiting out -d.
+wrk_exact() {
+  local out="$WORK/wrk.log" fifo="$WORK/done.fifo" line
+  rm -f "$fifo"
+  mkfifo "$fifo"
+  exec 3<>"$fifo" # read-write: opening it never blocks, and wrk's open finds a reader
+  env -u BENCH_REQUESTS BENCH_SCRIPT="$SCRIPT" BENCH_EXACT="$1" BENCH_RUN="$3" BENCH_DONE="$fifo" \
+    wrk -t1 -c"$2" -d3600s -s bench/wrk/exact.lua "$URL" >"$out" 2>&1 &
+  WRK_PID=$!
+  if ! read -r -t "$WRK_TIMEOUT" -u 3 line; then
+    exec 3<&-
+    echo "callgrind: wrk did not finish $1 requests in $WRK_TIMEOUT s:" >&2
+    cat "$out" >&2
+    return 1
+  fi
+  exec 3<&-
+  if [ $# -gt 3 ]; then
+    "${@:4}"
+  fi
+  kill -INT "$WRK_PID"
+  wait "$WRK_PID" || { echo "callgrind: wrk failed:" >&2; cat "$out" >&2; return 1; }
+  WRK_PID=
+  line=$(grep '^BENCH ' "$out" || true)
+  if [[ $line != *"\"requests\":$1,"* || $line != *'"status_errors":0,'* || $line != *'"socket_errors":0}'* ]]; then
+    echo "callgrind: expected $1 answered requests without errors, wrk said:" >&2
+    cat "$out" >&2
+    return 1
+  fi
+}
+
+# control pid -z|-d: zero or dump callgrind's counters.
+control() {
+  timeout 60 callgrind_control "$2" "$1" >"$WORK/control.log" 2>&1 ||
+    { echo "callgrind: callgrind_control $2 failed:" >&2; cat "$WORK/control.log" >&2; return 1; }
+}
+
+# connections_closed: waits until the server has closed its end of every connection on
+# its port (the warm-up's closes handled before the counters are zeroed), at most 60 s.
+connections_closed() {
+  local port=${URL##*:} n
+  for _ in $(seq 600); do
+    n=$(ss -Htn state established state close-wait "( sport = :$port )" | wc -l)
+    [ "$n" = 0 ] && return 0
+    sleep 0.1
+  done
+  echo "callgrind: the server still holds $n connection(s) after the warm-up" >&2
+  return 1
+}
+
+# measure BINARY LABEL: sets TOTAL (Ir between the zero and the dump).
+measure() {
+  local bin=$1 tag log pid dump
+  tag=$ROW-$2-$$
+  log="$WORK/$tag.log"
+  env -u RUST_LOG valgrind --tool=callgrind --callgrind-out-file="$WORK/$tag.out" \
+    "$bin" serve --addr "127.0.0.1:$PORT" --profile happy >"$log" 2>&1 &
+  SERVER_PID=$!
+  pid=$SERVER_PID
+  URL=
+  for _ in $(seq 600); do
+    URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
+    [ -n "$URL" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  [ -n "$URL" ] || { echo "callgrind: $bin did not start:" >&2; cat "$log" >&2; return 1; }
+  echo "callgrind: $bin on $URL: $WARMUP warm-up requests, then $REQUESTS counted ($ROW, $CONNS connections)" >&2
+
+  if [ "$ROW" = replay ]; then
+    wrk_exact 1 1 "warm-$$" # the first answer, alone: concurrent firsts would get 409s
+  fi
+  wrk_exact "$WARMUP" "$CONNS" "warm-$$"
+  connections_closed
+  control "$pid" -z
+  # Dumped before wrk closes its connections: their accepts are counted, their closes not.
+  wrk_exact "$REQUESTS" "$CONNS" "run-$$" control "$pid" -d
+
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 300); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  SERVER_PID=
+
+  # The dump is <out>.1 (the final dump at exit is <out>, the part after it).
+  dump="$WORK/$tag.out.1"
+  [ -f "$dump" ] || { echo "callgrind: no dump at $dump:" >&2; ls "$WORK" >&2; return 1; }
+  TOTAL=$(awk '/^summary:/ {print $2; exit}' "$dump")
+  [ -n "$TOTAL" ] || { echo "callgrind: no total in $dump" >&2; return 1; }
+  if [ -n "${BENCH_KEEP:-}" ]; then
+    mkdir -p "$BENCH_KEEP"
+    cp "$dump" "$BENCH_KEEP/callgrind.$tag"
+    echo "callgrind: kept $BENCH_KEEP/callgrind.$tag (callgrind_annotate it)" >&2
+  fi
+}
+
+per_request() {
+  awk "BEGIN {printf \"%.0f\", $1 / $REQUESTS}"
+}
+
+measure "$BINARY" binary
+total=$TOTAL
+line="row=$ROW requests=$REQUESTS instructions_per_request=$(per_request "$total") instructions=$total"
+if [ -n "${BASELINE:-}" ]; then
+  measure "$BASELINE" baseline
+  base=$TOTAL
+  ratio=$(awk "BEGIN {printf \"%.4f\", $total / $base}")
+  line="$line baseline_instructions_per_request=$(per_request "$base") baseline_instructions=$base ratio=$ratio"
+fi
+echo "$line"
