@@ -10,6 +10,12 @@
 //! serialisation time instead of being stored with every object, so a million stored
 //! payments stay small. The objects themselves live with their resources
 //! (`payment_intents/object.rs`, `charges/object.rs`, `refunds/object.rs`).
+//!
+//! Intents and charges have two serialisers: a `Serialize` impl (lists, search, errors
+//! that embed the object) and a byte writer for the hot path ([`write`]), held to the
+//! same bytes by a test. The byte writer earns its place: with `serde_json` instead, a
+//! new payment costs 69.0k instructions rather than 56.6k (+21.8%, callgrind through
+//! `bench/callgrind.sh new`).
 
 use std::sync::Arc;
 
@@ -194,3 +200,6 @@ pub(crate) mod write {
         out.push(b'}');
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,8 +29,6 @@ pub mod http;
 pub mod idempotency;
 pub mod ids;
 pub mod json;
-#[cfg(test)]
-mod json_tests;
 pub mod ledger;
 pub mod metrics;
 pub mod money;
