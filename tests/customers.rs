@@ -673,3 +673,87 @@ async fn a_fault_rule_on_customers_acts_on_customers_only() {
         .unwrap();
     assert!(ids(&get(&h, "/v1/customers").await.1).is_empty());
 }
+
+/// The real `async-stripe` SDK, changing only its base URL: create a customer, attach a
+/// test card (saved as a new `pm_…`), list it, make it the default, charge it, search,
+/// and delete (retrieved as the SDK's `DeletedCustomer`).
+#[tokio::test]
+async fn the_async_stripe_sdk_saves_a_card_for_a_customer() {
+    use stripe::ClientBuilder;
+    use stripe_core::customer::{
+        CreateCustomer, DeleteCustomer, ListPaymentMethodsCustomer, RetrieveCustomer, RetrieveCustomerReturned,
+        SearchCustomer, UpdateCustomer, UpdateCustomerInvoiceSettings,
+    };
+    use stripe_core::payment_intent::CreatePaymentIntent;
+    use stripe_core::PaymentIntentStatus;
+    use stripe_payment::payment_method::{AttachPaymentMethod, DetachPaymentMethod, RetrievePaymentMethod};
+    use stripe_types::{Currency, Expandable};
+
+    let h = Harness::default().await;
+    let client = ClientBuilder::new(KEY).url(h.provider.url()).build().unwrap();
+
+    let customer = CreateCustomer::new()
+        .email("jenny@example.com")
+        .name("Jenny Rosen")
+        .metadata([("tier".to_string(), "gold".to_string())])
+        .send(&client)
+        .await
+        .expect("the SDK parses fauxpay's customer");
+    assert!(customer.id.as_str().starts_with("cus_"));
+    assert_eq!(customer.email.as_deref(), Some("jenny@example.com"));
+
+    let pm = AttachPaymentMethod::new("pm_card_visa")
+        .customer(customer.id.as_str())
+        .send(&client)
+        .await
+        .expect("the SDK parses fauxpay's payment method");
+    assert_ne!(pm.id.as_str(), "pm_card_visa", "saved as a new payment method");
+    assert!(matches!(&pm.customer, Some(Expandable::Id(id)) if *id == customer.id));
+    let card = pm.card.as_ref().expect("a card");
+    assert_eq!((card.brand.as_str(), card.last4.as_str()), ("visa", "4242"));
+
+    let list = ListPaymentMethodsCustomer::new(customer.id.clone())
+        .send(&client)
+        .await
+        .expect("the SDK parses the list");
+    assert_eq!(list.data.iter().map(|p| &p.id).collect::<Vec<_>>(), [&pm.id]);
+    assert!(!list.has_more);
+
+    let mut settings = UpdateCustomerInvoiceSettings::new();
+    settings.default_payment_method = Some(pm.id.to_string());
+    let updated = UpdateCustomer::new(customer.id.clone())
+        .invoice_settings(settings)
+        .send(&client)
+        .await
+        .unwrap();
+    let default = updated.invoice_settings.and_then(|s| s.default_payment_method);
+    assert!(matches!(default, Some(Expandable::Id(id)) if id == pm.id));
+
+    let pi = CreatePaymentIntent::new(2500, Currency::USD)
+        .customer(customer.id.as_str())
+        .payment_method(pm.id.as_str())
+        .confirm(true)
+        .send(&client)
+        .await
+        .unwrap();
+    assert_eq!(pi.status, PaymentIntentStatus::Succeeded);
+    assert!(matches!(&pi.payment_method, Some(Expandable::Id(id)) if *id == pm.id));
+
+    let found = SearchCustomer::new("email:'jenny@example.com'")
+        .send(&client)
+        .await
+        .unwrap();
+    assert_eq!(found.data.iter().map(|c| &c.id).collect::<Vec<_>>(), [&customer.id]);
+
+    let detached = DetachPaymentMethod::new(pm.id.clone()).send(&client).await.unwrap();
+    assert!(detached.customer.is_none());
+    let again = RetrievePaymentMethod::new(pm.id.clone()).send(&client).await.unwrap();
+    assert_eq!(again.id, pm.id);
+
+    let deleted = DeleteCustomer::new(customer.id.clone()).send(&client).await.unwrap();
+    assert_eq!(deleted.id, customer.id);
+    match RetrieveCustomer::new(customer.id.clone()).send(&client).await.unwrap() {
+        RetrieveCustomerReturned::DeletedCustomer(d) => assert_eq!(d.id, customer.id),
+        RetrieveCustomerReturned::Customer(c) => panic!("expected a deleted customer, got {c:?}"),
+    }
+}
