@@ -9,9 +9,9 @@
 //! duplicate check cannot race the append.
 //!
 //! Each resource folder (`payment_intents`, `charges`, `refunds`, `customers`,
-//! `payment_methods`) adds its operations
-//! to [`Payments`] in its `rules.rs`; this file holds the state they share, the
-//! duplicate policy and where a payment's correlation id comes from.
+//! `payment_methods`) adds its operations to [`Payments`] in its `rules.rs`; this file
+//! holds the state they share, the duplicate policy and where a payment's correlation
+//! id comes from.
 
 use std::sync::Arc;
 
