@@ -292,6 +292,17 @@ mod tests {
     }
 
     #[test]
+    fn a_payment_method_stays_small() {
+        // Card details are written from the test card, billing details are boxed and
+        // usually absent: a saved method is its id, a few numbers and two pointers.
+        assert!(
+            std::mem::size_of::<PaymentMethod>() <= 96,
+            "{}",
+            std::mem::size_of::<PaymentMethod>()
+        );
+    }
+
+    #[test]
     fn civil_dates() {
         assert_eq!(year_month(0), (1970, 1));
         assert_eq!(year_month(951_782_400), (2000, 2)); // 2000-02-29
