@@ -87,7 +87,7 @@ async fn long_keys_unknown_routes_wrong_methods_and_unknown_ids() {
     .await;
     assert_eq!(status, 400);
     assert_eq!(err["error"]["param"], "Idempotency-Key");
-    let (status, err) = json(h.get("/v1/customers").send().await.unwrap()).await;
+    let (status, err) = json(h.get("/v1/subscriptions").send().await.unwrap()).await;
     assert_eq!(status, 404);
     assert_eq!(err["error"]["type"], "invalid_request_error");
     let (status, err) = json(

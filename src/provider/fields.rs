@@ -137,3 +137,116 @@ pub fn text(p: &Params, name: &str) -> Result<Option<Box<str>>, ApiError> {
         other => Ok(other.map(Box::from)),
     }
 }
+
+/// `metadata` on an update, merged as Stripe merges it: each key sent is set, a key sent
+/// empty is removed, and `metadata=` (empty) removes every key.
+pub fn metadata_update(current: &Metadata, p: &Params) -> Result<Metadata, ApiError> {
+    let Some(param) = p.get("metadata") else {
+        return Ok(current.clone());
+    };
+    if param.as_str() == Some("") {
+        return Ok(Metadata::new());
+    }
+    let Some(map) = param.as_object() else {
+        return Err(ApiError::invalid_param(
+            "metadata",
+            "Invalid object: metadata must be a hash (e.g. metadata[key]=value).",
+        ));
+    };
+    let mut merged: std::collections::BTreeMap<&str, &str> = current.iter().collect();
+    for (k, v) in map.iter() {
+        let param = || format!("metadata[{k}]");
+        if k.chars().count() > MAX_METADATA_KEY_LEN {
+            return Err(ApiError::invalid_param(
+                &param(),
+                format!("Metadata keys can be at most {MAX_METADATA_KEY_LEN} characters."),
+            ));
+        }
+        if v.is_container() {
+            return Err(ApiError::invalid_param(&param(), "Metadata values must be strings."));
+        }
+        match v.as_text() {
+            None => {
+                merged.remove(k);
+            }
+            Some(v) if v.chars().count() > MAX_METADATA_VALUE_LEN => {
+                return Err(ApiError::invalid_param(
+                    &param(),
+                    format!("Metadata values can be at most {MAX_METADATA_VALUE_LEN} characters."),
+                ))
+            }
+            Some(v) => {
+                merged.insert(k, v);
+            }
+        }
+    }
+    if merged.len() > MAX_METADATA_KEYS {
+        return Err(ApiError::invalid_param(
+            "metadata",
+            format!("Metadata can have at most {MAX_METADATA_KEYS} keys."),
+        ));
+    }
+    Ok(Metadata::from_sorted(&merged.into_iter().collect::<Vec<_>>()))
+}
+
+/// A free-text field of at most `max` characters (Stripe's `maxLength` for it).
+pub fn text_at_most(p: &Params, name: &str, max: usize) -> Result<Option<Box<str>>, ApiError> {
+    match p.opt_str(name)? {
+        Some(s) if s.chars().count() > max => Err(ApiError::invalid_param(
+            name,
+            format!("{name} can be at most {max} characters."),
+        )),
+        other => Ok(other.map(Box::from)),
+    }
+}
+
+/// A free-text field on an update: `None` when not sent (keep it), `Some(None)` when sent
+/// empty (unset it, as Stripe does), else the new text (at most `max` characters).
+pub fn text_update(p: &Params, name: &str, max: usize) -> Result<Option<Option<Box<str>>>, ApiError> {
+    if !p.contains(name) {
+        return Ok(None);
+    }
+    text_at_most(p, name, max).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(s: &str) -> Params {
+        Params::from_form(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn metadata_updates_merge_keys() {
+        let current = Metadata::from_sorted(&[("a", "1"), ("b", "2")]);
+        let keep = metadata_update(&current, &form("name=x")).unwrap();
+        assert_eq!(keep, current);
+        let merged = metadata_update(&current, &form("metadata[b]=&metadata[c]=3&metadata[a]=9")).unwrap();
+        assert_eq!(merged.iter().collect::<Vec<_>>(), [("a", "9"), ("c", "3")]);
+        assert!(metadata_update(&current, &form("metadata=")).unwrap().is_empty());
+        let too_many: String = (0..=MAX_METADATA_KEYS).map(|i| format!("metadata[k{i}]=v&")).collect();
+        assert_eq!(
+            metadata_update(&current, &form(&too_many))
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("metadata")
+        );
+        let long_key = format!("metadata[{}]=v", "k".repeat(41));
+        assert!(metadata_update(&current, &form(&long_key)).is_err());
+        assert!(metadata_update(&current, &form("metadata=x")).is_err());
+    }
+
+    #[test]
+    fn text_updates_keep_unset_or_replace() {
+        assert_eq!(text_update(&form("a=1"), "email", 10).unwrap(), None);
+        assert_eq!(text_update(&form("email="), "email", 10).unwrap(), Some(None));
+        assert_eq!(
+            text_update(&form("email=x"), "email", 10).unwrap(),
+            Some(Some("x".into()))
+        );
+        let err = text_update(&form("phone=123456789012345678901"), "phone", 20).unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("phone"));
+    }
+}

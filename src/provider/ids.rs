@@ -2,7 +2,7 @@
 //!
 //! Each kind of id is its own newtype so a charge id can never be passed where a
 //! payment intent id or an idempotency key is expected. Object ids carry Stripe's
-//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `req_`) followed by 24 random alphanumerics.
+//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `req_`) followed by 24 random alphanumerics.
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -235,6 +235,10 @@ id_type!(
     PaymentMethodId, "pm_"
 );
 id_type!(
+    /// A customer's id (`cus_…`).
+    CustomerId, "cus_"
+);
+id_type!(
     /// The id of one HTTP request (`req_…`), sent back in the `Request-Id` header.
     RequestId, "req_"
 );
@@ -245,15 +249,19 @@ pub enum ObjectId {
     Intent(PaymentIntentId),
     Charge(ChargeId),
     Refund(RefundId),
+    Customer(CustomerId),
+    PaymentMethod(PaymentMethodId),
 }
 
 impl ObjectId {
-    /// Any id fauxpay generates for an object (`pi_…`, `ch_…`, `re_…`).
+    /// Any id fauxpay generates for an object (`pi_…`, `ch_…`, `re_…`, `cus_…`, `pm_…`).
     pub fn parse(s: &str) -> Option<Self> {
         PaymentIntentId::parse(s)
             .map(Self::Intent)
             .or_else(|| ChargeId::parse(s).map(Self::Charge))
             .or_else(|| RefundId::parse(s).map(Self::Refund))
+            .or_else(|| CustomerId::parse(s).map(Self::Customer))
+            .or_else(|| PaymentMethodId::parse(s).map(Self::PaymentMethod))
     }
 
     pub fn as_str(&self) -> IdStr {
@@ -261,6 +269,8 @@ impl ObjectId {
             Self::Intent(id) => id.as_str(),
             Self::Charge(id) => id.as_str(),
             Self::Refund(id) => id.as_str(),
+            Self::Customer(id) => id.as_str(),
+            Self::PaymentMethod(id) => id.as_str(),
         }
     }
 }
@@ -379,6 +389,12 @@ mod tests {
         assert_eq!(a.as_str().len(), 27);
         assert_ne!(a, b);
         assert!(ChargeId::generate().as_str().starts_with("ch_"));
+        let cus = CustomerId::generate();
+        assert_eq!(cus.as_str().len(), 28);
+        assert_eq!(ObjectId::parse(&cus.as_str()), Some(ObjectId::Customer(cus)));
+        let pm = PaymentMethodId::generate();
+        assert_eq!(ObjectId::parse(&pm.as_str()), Some(ObjectId::PaymentMethod(pm)));
+        assert_eq!(ObjectId::parse("pm_card_visa"), None);
         assert!(a.as_str()[3..].bytes().all(|b| b.is_ascii_alphanumeric()));
     }
 

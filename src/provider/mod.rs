@@ -5,7 +5,8 @@
 //!   panics), extraction, responses, the `/v1` route table, the admin API and the
 //!   server's life cycle. Nothing else in the provider knows axum or hyper.
 //! - the core, everything else: one folder per Stripe resource (`payment_intents`,
-//!   `charges`, `refunds`: its object and JSON, its rules, its endpoints), the request
+//!   `charges`, `refunds`, `customers`, `payment_methods`: its object and JSON, its
+//!   rules, its endpoints), the request
 //!   pipeline (faults × idempotency × the operation, as a value the edge carries out),
 //!   and the shared machinery: params, ids, tables, pagination, search, the idempotency
 //!   store, the ledger, fault injection, metrics.
@@ -21,6 +22,7 @@ pub mod attempt;
 pub mod cards;
 pub mod charges;
 pub mod config;
+pub mod customers;
 pub mod endpoint;
 pub mod error;
 pub mod fault_injection;
@@ -35,6 +37,7 @@ pub mod money;
 pub mod paging;
 pub mod params;
 pub mod payment_intents;
+pub mod payment_methods;
 pub mod payments;
 pub mod pipeline;
 pub mod refunds;

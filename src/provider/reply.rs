@@ -8,8 +8,10 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::provider::charges::object::Charge;
+use crate::provider::customers::object::Customer;
 use crate::provider::ids::ObjectId;
 use crate::provider::payment_intents::object::PaymentIntent;
+use crate::provider::payment_methods::object::PaymentMethod;
 use crate::provider::refunds::object::Refund;
 
 /// What an operation answers: a Stripe object, shared (the idempotency store keeps the
@@ -20,6 +22,8 @@ pub enum Reply {
     Intent(Arc<PaymentIntent>),
     Charge(Arc<Charge>),
     Refund(Arc<Refund>),
+    Customer(Arc<Customer>),
+    PaymentMethod(Arc<PaymentMethod>),
     Json(Box<Value>),
 }
 
@@ -30,6 +34,12 @@ impl Reply {
             Reply::Intent(o) => o.write_json(out),
             Reply::Charge(o) => o.write_json(out),
             Reply::Refund(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::Customer(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::PaymentMethod(o) => {
                 let _ = serde_json::to_writer(out, &**o);
             }
             Reply::Json(v) => {
@@ -50,6 +60,8 @@ impl Reply {
             Reply::Intent(o) => Some(ObjectId::Intent(o.id)),
             Reply::Charge(o) => Some(ObjectId::Charge(o.id)),
             Reply::Refund(o) => Some(ObjectId::Refund(o.id)),
+            Reply::Customer(o) => Some(ObjectId::Customer(o.id)),
+            Reply::PaymentMethod(o) => Some(ObjectId::PaymentMethod(o.id)),
             Reply::Json(_) => None,
         }
     }
@@ -60,6 +72,8 @@ impl Reply {
             Reply::Intent(o) => o.to_json(),
             Reply::Charge(o) => o.to_json(),
             Reply::Refund(o) => o.to_json(),
+            Reply::Customer(o) => o.to_json(),
+            Reply::PaymentMethod(o) => o.to_json(),
             Reply::Json(v) => (**v).clone(),
         }
     }

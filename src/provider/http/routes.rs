@@ -22,7 +22,7 @@ use super::response::deliver;
 use crate::provider::app::Provider;
 use crate::provider::endpoint::{Endpoint, Verb};
 use crate::provider::error::{ApiError, ErrorType, Status};
-use crate::provider::{charges, payment_intents, pipeline, refunds};
+use crate::provider::{charges, customers, payment_intents, payment_methods, pipeline, refunds};
 
 type AppState = Arc<Provider>;
 
@@ -31,6 +31,8 @@ const RESOURCES: &[&[Endpoint]] = &[
     payment_intents::routes::ENDPOINTS,
     charges::routes::ENDPOINTS,
     refunds::routes::ENDPOINTS,
+    customers::routes::ENDPOINTS,
+    payment_methods::routes::ENDPOINTS,
 ];
 
 /// Every `/v1` endpoint, in declaration order.
@@ -79,7 +81,7 @@ async fn not_found(req: Request<Body>) -> Response {
         Status::NotFound,
         ErrorType::InvalidRequestError,
         format!(
-            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges and refunds under /v1.",
+            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges, refunds, customers and payment_methods under /v1.",
             req.method(),
             req.uri().path()
         ),
@@ -107,6 +109,6 @@ mod tests {
             assert!(e.path.starts_with("/v1/"), "{e:?}");
             assert!(seen.insert((e.verb, e.path)), "declared twice: {e:?}");
         }
-        assert_eq!(seen.len(), 15);
+        assert_eq!(seen.len(), 28);
     }
 }

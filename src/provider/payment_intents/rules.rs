@@ -11,8 +11,8 @@ use crate::provider::attempt::Attempt;
 use crate::provider::cards::TestCard;
 use crate::provider::charges::object::{Charge, NewCharge};
 use crate::provider::error::ApiError;
-use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, payment_method, text};
-use crate::provider::ids::{PaymentIntentId, PaymentMethodId};
+use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, text};
+use crate::provider::ids::{CustomerId, PaymentIntentId};
 use crate::provider::json::now_unix;
 use crate::provider::ledger::{LedgerEntry, MovementKind};
 use crate::provider::money::{check_amount, Currency};
@@ -50,7 +50,10 @@ impl Payments {
                 ))
             }
         };
-        let card = payment_method(p)?;
+        // The customer must exist; a saved payment method must be usable by it.
+        let customer = self.customer_param(p, "customer")?;
+        let method = self.intent_payment_method(p, customer)?;
+        let card = method.map(|m| m.card);
         let confirm = p.opt_bool("confirm")?.unwrap_or(false);
         let metadata = metadata(p)?;
         let automatic_payment_methods = match p.opt_object("automatic_payment_methods")? {
@@ -86,7 +89,7 @@ impl Payments {
             last_payment_error: None,
             latest_charge: None,
             metadata,
-            payment_method: card.map(|_| PaymentMethodId::generate()),
+            payment_method: method.map(|m| m.id()),
             status: if card.is_some() {
                 IntentStatus::RequiresConfirmation
             } else {
@@ -118,7 +121,11 @@ impl Payments {
         let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
         let current = self.intents.get(&id).ok_or_else(unknown)?;
-        let new_card = payment_method(p)?;
+        let customer = current.customer().and_then(CustomerId::parse);
+        let new_method = self.intent_payment_method(p, customer)?;
+        if let (None, Some(saved)) = (new_method, current.payment_method) {
+            self.check_intent_payment_method(saved, customer)?;
+        }
         let mut entry = self.ledger.entry(current.correlation_id.as_ref(), &id.as_str());
         self.intents
             .update(&id, |slot| {
@@ -137,9 +144,9 @@ impl Payments {
                         )))
                     }
                 }
-                if let Some(card) = new_card {
-                    pi.card = Some(card);
-                    pi.payment_method = Some(PaymentMethodId::generate());
+                if let Some(method) = new_method {
+                    pi.card = Some(method.card);
+                    pi.payment_method = Some(method.id());
                 }
                 let Some(card) = pi.card else {
                     return Err(ApiError::unexpected_state(

@@ -8,18 +8,21 @@
 //! → refund), so a state check and the transition it guards are one atomic step and the
 //! duplicate check cannot race the append.
 //!
-//! Each resource folder (`payment_intents`, `charges`, `refunds`) adds its operations
-//! to [`Payments`] in its `rules.rs`; this file holds the state they share, the
-//! duplicate policy and where a payment's correlation id comes from.
+//! Each resource folder (`payment_intents`, `charges`, `refunds`, `customers`,
+//! `payment_methods`) adds its operations to [`Payments`] in its `rules.rs`; this file
+//! holds the state they share, the duplicate policy and where a payment's correlation
+//! id comes from.
 
 use std::sync::Arc;
 
 use crate::provider::attempt::Attempt;
 use crate::provider::charges::object::Charge;
+use crate::provider::customers::object::Customer;
 use crate::provider::ids::CorrelationId;
 use crate::provider::ledger::Ledger;
 use crate::provider::params::Params;
 use crate::provider::payment_intents::object::PaymentIntent;
+use crate::provider::payment_methods::object::PaymentMethod;
 use crate::provider::refunds::object::Refund;
 use crate::provider::table::Table;
 
@@ -70,6 +73,8 @@ pub struct Payments {
     pub intents: Table<Arc<PaymentIntent>>,
     pub charges: Table<Arc<Charge>>,
     pub refunds: Table<Arc<Refund>>,
+    pub customers: Table<Arc<Customer>>,
+    pub payment_methods: Table<Arc<PaymentMethod>>,
     pub ledger: Ledger,
     pub policy: DuplicatePolicy,
     pub correlate: CorrelationSource,
@@ -81,6 +86,8 @@ impl Payments {
             intents: Table::default(),
             charges: Table::default(),
             refunds: Table::default(),
+            customers: Table::default(),
+            payment_methods: Table::default(),
             ledger: Ledger::default(),
             policy,
             correlate,
@@ -96,6 +103,8 @@ impl Payments {
         self.intents.clear();
         self.charges.clear();
         self.refunds.clear();
+        self.customers.clear();
+        self.payment_methods.clear();
         self.ledger.clear();
     }
 }
