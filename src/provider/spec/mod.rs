@@ -39,3 +39,6 @@ pub mod validate;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod readme_tests;
