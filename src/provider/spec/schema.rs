@@ -2,11 +2,10 @@
 //! [`Operation`] per path and method, each a tree of [`Schema`] nodes with sorted
 //! property lists, so that checking a request walks it without building anything.
 //!
-//! Operations are kept sorted by verb and path *shape* (`{…}` placeholders compare
-//! equal), so fauxpay's `/v1/charges/{id}/capture` finds Stripe's
-//! `/v1/charges/{charge}/capture` by binary search, without allocating.
+//! Operations are kept sorted by verb and path *shape* (every `{…}` placeholder as `{}`),
+//! so fauxpay's `/v1/charges/{id}/capture` finds Stripe's `/v1/charges/{charge}/capture`
+//! by binary search over byte strings, its shape written to a stack buffer.
 
-use std::cmp::Ordering;
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
@@ -83,6 +82,8 @@ impl ObjectRule {
 pub struct Operation {
     pub verb: Verb,
     pub path: Box<str>,
+    /// The path with every placeholder as `{}`: what fauxpay's paths are matched on.
+    pub shape: Box<str>,
     pub params: ObjectRule,
 }
 
@@ -138,19 +139,22 @@ impl Spec {
                 operations.push(Operation {
                     verb,
                     path: path.as_str().into(),
+                    shape: shape(path).into(),
                     params,
                 });
             }
         }
-        operations.sort_by(|a, b| op_order(a.verb, &a.path, b.verb, &b.path));
+        operations.sort_by(|a, b| (verb_rank(a.verb), &a.shape).cmp(&(verb_rank(b.verb), &b.shape)));
         Ok(Self { operations })
     }
 
     /// The operation for `verb` on a path of this shape (`/v1/charges/{id}` finds
     /// `/v1/charges/{charge}`).
     pub fn operation(&self, verb: Verb, path: &str) -> Option<&Operation> {
+        let mut buf = [0u8; MAX_PATH];
+        let key = (verb_rank(verb), shape_into(path, &mut buf)?);
         self.operations
-            .binary_search_by(|op| op_order(op.verb, &op.path, verb, path))
+            .binary_search_by(|op| (verb_rank(op.verb), op.shape.as_bytes()).cmp(&key))
             .ok()
             .map(|i| &self.operations[i])
     }
@@ -169,21 +173,41 @@ fn verb_rank(verb: Verb) -> u8 {
     }
 }
 
-/// Orders by verb, then by path segments, any `{placeholder}` segment equal to any other.
-fn op_order(verb_a: Verb, a: &str, verb_b: Verb, b: &str) -> Ordering {
-    verb_rank(verb_a).cmp(&verb_rank(verb_b)).then_with(|| shape_cmp(a, b))
+/// Longest path whose shape [`Spec::operation`] looks up (fauxpay's are under 64 bytes).
+const MAX_PATH: usize = 256;
+
+/// A path's shape, written to `buf`: every `{placeholder}` as `{}`
+/// (`/v1/charges/{id}/capture` → `/v1/charges/{}/capture`); `None` when it does not fit.
+fn shape_into<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    let mut n = 0;
+    let mut inside = false;
+    for &b in path.as_bytes() {
+        match (inside, b) {
+            (true, b'}') => inside = false,
+            (true, _) => continue,
+            (false, b'{') => inside = true,
+            (false, _) => {}
+        }
+        *buf.get_mut(n)? = b;
+        n += 1;
+    }
+    Some(&buf[..n])
 }
 
-/// Compares two paths by shape: segment by segment, placeholders equal.
-pub fn shape_cmp(a: &str, b: &str) -> Ordering {
-    fn segment(s: &str) -> &str {
-        if s.starts_with('{') {
-            "{}"
-        } else {
-            s
+/// A path's shape, as a string (see [`shape_into`]).
+pub fn shape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut inside = false;
+    for c in path.chars() {
+        match (inside, c) {
+            (true, '}') => inside = false,
+            (true, _) => continue,
+            (false, '{') => inside = true,
+            (false, _) => {}
         }
+        out.push(c);
     }
-    a.split('/').map(segment).cmp(b.split('/').map(segment))
+    out
 }
 
 struct Compiler<'a> {
