@@ -111,8 +111,8 @@ async fn declines_are_card_errors_with_stripe_codes() {
         assert_eq!(body["error"]["payment_intent"]["status"], "requires_payment_method");
         assert!(body["error"]["charge"].as_str().unwrap().starts_with("ch_"));
     }
-    // Raw card numbers decide the same way.
-    let raw = "amount=2000&currency=usd&confirm=true&payment_method_data[type]=card&payment_method_data[card][number]=4000000000009995";
+    // Raw card numbers decide the same way (with the expiry Stripe requires beside them).
+    let raw = "amount=2000&currency=usd&confirm=true&payment_method_data[type]=card&payment_method_data[card][number]=4000000000009995&payment_method_data[card][exp_month]=12&payment_method_data[card][exp_year]=2034";
     let (status, body) = json(h.form("/v1/payment_intents", raw, None).await).await;
     assert_eq!(status, 402);
     assert_eq!(body["error"]["decline_code"], "insufficient_funds");

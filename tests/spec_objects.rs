@@ -438,7 +438,7 @@ async fn intents(r: &mut Run) {
         .post(
             PI,
             "",
-            "amount=2000&currency=usd&confirm=true&payment_method_data[type]=card&payment_method_data[card][number]=4000000000000002",
+            "amount=2000&currency=usd&confirm=true&payment_method_data[type]=card&payment_method_data[card][number]=4000000000000002&payment_method_data[card][exp_month]=12&payment_method_data[card][exp_year]=2034",
         )
         .await;
     assert_eq!(status, 402);

@@ -12,6 +12,7 @@ use crate::provider::fault_injection::FaultInjector;
 use crate::provider::idempotency::IdempotencyStore;
 use crate::provider::metrics::Metrics;
 use crate::provider::payments::Payments;
+use crate::provider::spec::schema;
 
 /// Everything a running provider shares between requests.
 pub struct Provider {
@@ -26,6 +27,8 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(config: Config) -> Arc<Self> {
+        // Compile Stripe's spec now, so that no request pays for it.
+        schema::spec();
         Arc::new(Self {
             payments: Payments::new(config.duplicates, config.correlate.clone()),
             idempotency: IdempotencyStore::new(config.profile.key_ttl.unwrap_or(config.key_ttl)),

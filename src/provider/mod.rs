@@ -44,6 +44,7 @@ pub mod refunds;
 pub mod reply;
 pub mod search;
 pub mod shard;
+pub mod spec;
 pub mod table;
 
 pub use app::Provider;

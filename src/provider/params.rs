@@ -70,6 +70,27 @@ pub struct Object<'a> {
     entries: &'a [(Span, Node)],
 }
 
+/// A list parameter (`expand[]=…`, `items[0]=…`, a JSON array).
+#[derive(Debug, Clone, Copy)]
+pub struct List<'a> {
+    text: &'a str,
+    items: &'a [Node],
+}
+
+/// A parameter's value by kind, for code that walks the whole tree (the spec check).
+/// Form values are all strings; JSON ones keep their types.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind<'a> {
+    /// A JSON `null`.
+    Null,
+    Bool(bool),
+    /// A JSON number, as its text.
+    Number(&'a str),
+    String(&'a str),
+    Object(Object<'a>),
+    List(List<'a>),
+}
+
 fn span_str(text: &str, span: Span) -> &str {
     &text[span.start as usize..(span.start + span.len) as usize]
 }
@@ -248,6 +269,35 @@ impl<'a> Param<'a> {
     /// Whether the value is an object or a list.
     pub fn is_container(&self) -> bool {
         matches!(self.node, Node::Object(_) | Node::List(_))
+    }
+
+    /// The value by kind.
+    pub fn kind(&self) -> Kind<'a> {
+        let text = self.text;
+        match self.node {
+            Node::Null => Kind::Null,
+            Node::Bool(b) => Kind::Bool(*b),
+            Node::Number(s) => Kind::Number(span_str(text, *s)),
+            Node::String(s) => Kind::String(span_str(text, *s)),
+            Node::Object(entries) => Kind::Object(Object { text, entries }),
+            Node::List(items) => Kind::List(List { text, items }),
+        }
+    }
+}
+
+impl<'a> List<'a> {
+    /// The items, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Param<'a>> + 'a {
+        let text = self.text;
+        self.items.iter().map(move |node| Param { text, node })
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
     }
 }
 

@@ -29,6 +29,7 @@ use crate::provider::idempotency::{Begin, Claim, Fingerprint, Mode, StoredBody, 
 use crate::provider::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
 use crate::provider::ledger::now_ms;
 use crate::provider::reply::Reply;
+use crate::provider::spec::validate::validate;
 
 /// A `/v1` request as the pipeline sees it: parsed, authenticated, HTTP-free.
 pub struct Request {
@@ -211,7 +212,10 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
                 params: &req.params,
                 attempt: &attempt,
             };
-            match (endpoint.operation)(&app.payments, &call) {
+            // Stripe's request validation first: a parameter the spec refuses is a
+            // validation failure like the operation's own.
+            let result = validate(endpoint, &req.params).and_then(|()| (endpoint.operation)(&app.payments, &call));
+            match result {
                 // Validation failures are not stored: dropping the claim frees the key.
                 Err(e) if !e.executed => {
                     record.committed_status = Some(e.status.code());

@@ -111,4 +111,15 @@ mod tests {
         }
         assert_eq!(seen.len(), 28);
     }
+
+    #[test]
+    fn every_endpoint_has_a_schema_in_stripes_spec() {
+        let spec = crate::provider::spec::schema::spec();
+        for e in endpoints() {
+            assert!(
+                spec.operation(e.verb, e.path).is_some(),
+                "{e:?} is not in Stripe's spec"
+            );
+        }
+    }
 }
