@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{Harness, KEY};
 use fauxpay::faults::{ms, secs, Fault, ForcedFault, When};
+use fauxpay::provider::api::endpoints;
 use fauxpay::provider::endpoint::Verb;
-use fauxpay::provider::http::routes::endpoints;
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
 use serde_json::{json, Map, Value};

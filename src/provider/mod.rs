@@ -17,6 +17,7 @@
 // returned through a few frames, so boxing it would buy nothing measurable.
 #![allow(clippy::result_large_err)]
 
+pub mod api;
 pub mod app;
 pub mod attempt;
 pub mod cards;

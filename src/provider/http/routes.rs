@@ -4,7 +4,7 @@
 //! Every `/v1` endpoint has the same thin handler: authenticate (`Authenticated`, so a
 //! request without a valid key gets its 401 before anything else is looked at), extract
 //! an [`ApiRequest`], run the pipeline, carry out its delivery. Adding a resource is
-//! one line in [`RESOURCES`].
+//! one line in [`RESOURCES`](crate::provider::api::RESOURCES).
 
 use std::sync::Arc;
 
@@ -19,26 +19,13 @@ use super::admin;
 use super::extract::{ApiRequest, Authenticated};
 use super::observe::Observe;
 use super::response::deliver;
+use crate::provider::api::endpoints;
 use crate::provider::app::Provider;
 use crate::provider::endpoint::{Endpoint, Verb};
 use crate::provider::error::{ApiError, ErrorType, Status};
-use crate::provider::{charges, customers, payment_intents, payment_methods, pipeline, refunds};
+use crate::provider::pipeline;
 
 type AppState = Arc<Provider>;
-
-/// The Stripe resources served under `/v1`: each declares its endpoints.
-const RESOURCES: &[&[Endpoint]] = &[
-    payment_intents::routes::ENDPOINTS,
-    charges::routes::ENDPOINTS,
-    refunds::routes::ENDPOINTS,
-    customers::routes::ENDPOINTS,
-    payment_methods::routes::ENDPOINTS,
-];
-
-/// Every `/v1` endpoint, in declaration order.
-pub fn endpoints() -> impl Iterator<Item = &'static Endpoint> {
-    RESOURCES.iter().flat_map(|r| r.iter())
-}
 
 /// The whole provider (`/v1`, `/__fauxpay/`, `/metrics`): the router, wrapped once (not
 /// per route) in [`Observe`].
@@ -96,30 +83,4 @@ async fn method_not_allowed(req: Request<Body>) -> Response {
         format!("Method {} is not allowed on {}.", req.method(), req.uri().path()),
     )
     .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_endpoint_has_a_distinct_verb_and_path() {
-        let mut seen = std::collections::HashSet::new();
-        for e in endpoints() {
-            assert!(e.path.starts_with("/v1/"), "{e:?}");
-            assert!(seen.insert((e.verb, e.path)), "declared twice: {e:?}");
-        }
-        assert_eq!(seen.len(), 28);
-    }
-
-    #[test]
-    fn every_endpoint_has_a_schema_in_stripes_spec() {
-        let spec = crate::provider::spec::schema::spec();
-        for e in endpoints() {
-            assert!(
-                spec.operation(e.verb, e.path).is_some(),
-                "{e:?} is not in Stripe's spec"
-            );
-        }
-    }
 }
