@@ -183,8 +183,8 @@ async fn keys_expire_after_the_ttl() {
         .form("/v1/payment_intents", &charge_body("t-1", "pm_card_visa"), Some("kt"))
         .await;
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
-    // The feature under test is time passing; there is no signal to wait on.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Past the key's TTL: the provider's clock is moved, not waited for.
+    h.provider.provider.clock.advance(Duration::from_millis(400));
     let late = h
         .form("/v1/payment_intents", &charge_body("t-1", "pm_card_visa"), Some("kt"))
         .await;

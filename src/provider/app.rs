@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::faults::Profile;
+use crate::provider::clock::Clock;
 use crate::provider::config::Config;
 use crate::provider::fault_injection::FaultInjector;
 use crate::provider::idempotency::IdempotencyStore;
@@ -21,6 +22,8 @@ pub struct Provider {
     pub idempotency: Arc<IdempotencyStore>,
     pub faults: FaultInjector,
     pub metrics: Metrics,
+    /// The provider's time: idempotency keys are claimed and expire by it.
+    pub clock: Clock,
     /// Set once shutdown begins: held (`hang`) requests end at once.
     stopping: watch::Sender<bool>,
 }
@@ -34,6 +37,7 @@ impl Provider {
             idempotency: IdempotencyStore::new(config.profile.key_ttl.unwrap_or(config.key_ttl)),
             faults: FaultInjector::new(config.profile.clone(), config.profile_source.clone()),
             metrics: Metrics::default(),
+            clock: Clock::default(),
             stopping: watch::channel(false).0,
             config,
         })

@@ -22,6 +22,7 @@ pub mod app;
 pub mod attempt;
 pub mod cards;
 pub mod charges;
+pub mod clock;
 pub mod config;
 pub mod customers;
 pub mod endpoint;

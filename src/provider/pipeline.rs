@@ -14,7 +14,7 @@
 
 use std::any::Any;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -269,7 +269,7 @@ fn admit(app: &Provider, req: &Request, endpoint: &Endpoint) -> Admission {
         _ => return Admission::Fresh(None),
     };
     let fingerprint = Fingerprint::of(endpoint.path, req.verb.as_str(), &req.path, &req.params);
-    match app.idempotency.begin(&req.api_key, key, fingerprint, Instant::now()) {
+    match app.idempotency.begin(&req.api_key, key, fingerprint, app.clock.now()) {
         Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
         Begin::Replay(stored) => Admission::Replay(stored),
         Begin::InUse => {

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -13,7 +13,6 @@ use tokio::sync::watch;
 use super::{routes, server};
 use crate::provider::app::Provider;
 use crate::provider::config::Config;
-use crate::provider::idempotency::IdempotencyStore;
 
 /// Serves `provider` on `listener` until `shutdown` resolves; in-flight requests finish.
 pub async fn serve(
@@ -22,7 +21,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(sweep_expired_keys(provider.idempotency.clone(), stop_rx));
+    tokio::spawn(sweep_expired_keys(provider.clone(), stop_rx));
     let app = routes::router(provider.clone());
     let shutdown = async move {
         shutdown.await;
@@ -34,13 +33,14 @@ pub async fn serve(
 }
 
 /// Purges expired idempotency keys so memory stays bounded by the TTL.
-async fn sweep_expired_keys(store: Arc<IdempotencyStore>, mut stop: watch::Receiver<bool>) {
+async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<bool>) {
+    let store = &provider.idempotency;
     let every = (store.ttl() / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
     let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let purged = store.purge_expired(Instant::now());
+                let purged = store.purge_expired(provider.clock.now());
                 if purged > 0 {
                     tracing::debug!(purged, "expired idempotency keys purged");
                 }
