@@ -35,8 +35,10 @@ use serde_json::{json, Map, Value};
 const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/spec/stripe-openapi/spec3-subset.json");
 
 /// Nullable fields Stripe leaves out of an object unless `expand[]` names them (so
-/// fauxpay's objects may too): a charge's `refunds`, since API version 2022-11-15.
-const SENT_ONLY_WHEN_EXPANDED: &[(&str, &str)] = &[("charge", "refunds")];
+/// fauxpay's objects may too): a charge's `refunds`, since API version 2022-11-15; a
+/// customer's `cash_balance` ("not included by default", like its `sources`,
+/// `subscriptions`, `tax` and `tax_ids`, which the spec does not mark nullable).
+const SENT_ONLY_WHEN_EXPANDED: &[(&str, &str)] = &[("charge", "refunds"), ("customer", "cash_balance")];
 
 /// The spec, and its component schemas converted to JSON Schema (the `$defs` of every
 /// validator built here).
@@ -228,13 +230,17 @@ impl Run {
     async fn send(&mut self, method: &str, path: &str, id: &str, form: &str, headers: &[(&str, &str)]) -> (u16, Value) {
         let concrete = fill(path, id);
         let mut rb = match method {
-            "GET" => {
+            "GET" | "DELETE" => {
                 let url = if form.is_empty() {
                     concrete.clone()
                 } else {
                     format!("{concrete}?{form}")
                 };
-                self.h.get(&url)
+                if method == "GET" {
+                    self.h.get(&url)
+                } else {
+                    self.h.delete(&url)
+                }
             }
             _ => self
                 .h
@@ -320,11 +326,69 @@ const CH: &str = "/v1/charges";
 const CH_ONE: &str = "/v1/charges/{charge}";
 const RE: &str = "/v1/refunds";
 const RE_ONE: &str = "/v1/refunds/{refund}";
+const CUS: &str = "/v1/customers";
+const CUS_ONE: &str = "/v1/customers/{customer}";
+const PM: &str = "/v1/payment_methods";
+const PM_ONE: &str = "/v1/payment_methods/{payment_method}";
+
+/// Customers and payment methods: every endpoint, a saved card, a deleted customer.
+async fn customers_and_payment_methods(r: &mut Run) {
+    let cus = r
+        .ok(
+            CUS,
+            "",
+            "email=jenny%40example.com&name=Jenny&phone=%2B15555550100&description=d&metadata[k]=v&payment_method=pm_card_visa",
+        )
+        .await;
+    let cus_id = id(&cus);
+    r.ok(CUS_ONE, &cus_id, "name=Jenny%20R&metadata[k]=").await;
+    r.fetch(CUS_ONE, &cus_id).await;
+    let (status, _) = r.get(CUS, "", "email=jenny%40example.com&limit=2").await;
+    assert_eq!(status, 200);
+    let (status, _) = r
+        .get("/v1/customers/search", "", "query=email%3A%27jenny%40example.com%27")
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = r
+        .get("/v1/customers/{customer}/payment_methods", &cus_id, "type=card")
+        .await;
+    assert_eq!(status, 200);
+    let card = r
+        .ok(
+            PM,
+            "",
+            "type=card&card[number]=4242424242424242&card[exp_month]=12&card[exp_year]=2040&card[cvc]=123&billing_details[name]=Jenny&metadata[a]=1",
+        )
+        .await;
+    let pm = id(&card);
+    r.ok(
+        PM_ONE,
+        &pm,
+        "billing_details[email]=jenny%40example.com&card[exp_month]=11",
+    )
+    .await;
+    r.fetch(PM_ONE, &pm).await;
+    r.fetch(PM_ONE, "pm_card_mastercard").await;
+    r.ok(
+        "/v1/payment_methods/{payment_method}/attach",
+        &pm,
+        &format!("customer={cus_id}"),
+    )
+    .await;
+    let (status, _) = r.get(PM, "", &format!("customer={cus_id}&type=card")).await;
+    assert_eq!(status, 200);
+    r.ok("/v1/payment_methods/{payment_method}/detach", &pm, "").await;
+    let (status, gone) = r.send("DELETE", CUS_ONE, &cus_id, "", &[]).await;
+    assert_eq!((status, &gone["deleted"]), (200, &Value::Bool(true)), "{gone}");
+    let (status, deleted) = r.get(CUS_ONE, &cus_id, "").await;
+    assert_eq!((status, &deleted["deleted"]), (200, &Value::Bool(true)), "{deleted}");
+}
 
 /// Payment intents in every status fauxpay produces, and their charges.
 async fn intents(r: &mut Run) {
     // requires_payment_method, with every free-text field and metadata set.
-    let full = "amount=1500&currency=eur&automatic_payment_methods[enabled]=true&customer=cus_123&description=Tea%20%22and%22%20cake&receipt_email=a%40example.com&statement_descriptor=ACME%20TEA&statement_descriptor_suffix=TEA&transfer_group=g1&metadata[order_id]=o-1&metadata[note]=x";
+    let customer = id(&r.ok(CUS, "", "email=tea%40example.com").await);
+    let full = &format!("amount=1500&currency=eur&automatic_payment_methods[enabled]=true&customer={customer}&description=Tea%20%22and%22%20cake&receipt_email=a%40example.com&statement_descriptor=ACME%20TEA&statement_descriptor_suffix=TEA&transfer_group=g1&metadata[order_id]=o-1&metadata[note]=x");
     let pi = r.ok(PI, "", full).await;
     assert_eq!(pi["status"], "requires_payment_method");
     let (cancelled_id, bare) = (id(&pi), r.ok(PI, "", "amount=700&currency=usd").await);
@@ -718,6 +782,7 @@ async fn every_object_fauxpay_returns_validates_against_stripes_schema() {
     charges_and_refunds(&mut r).await;
     lists(&mut r).await;
     error_objects(&mut r).await;
+    customers_and_payment_methods(&mut r).await;
     assert!(
         r.failures.is_empty(),
         "{} of {} responses do not match Stripe's schema:\n{}",

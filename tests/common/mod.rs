@@ -49,6 +49,10 @@ impl Harness {
         self.client.get(self.url(path)).bearer_auth(KEY)
     }
 
+    pub fn delete(&self, path: &str) -> RequestBuilder {
+        self.client.delete(self.url(path)).bearer_auth(KEY)
+    }
+
     /// POSTs a form body, optionally with an idempotency key.
     pub async fn form(&self, path: &str, body: &str, key: Option<&str>) -> Response {
         let mut rb = self
