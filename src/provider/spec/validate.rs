@@ -86,12 +86,20 @@ fn key<'a>(parent: Option<&'a At<'a>>, name: &'a str) -> At<'a> {
 }
 
 fn check_object(rule: &ObjectRule, object: Object<'_>, at: Option<&At<'_>>) -> Result<(), ApiError> {
+    // Both the request's keys and the rule's properties are sorted by bytes: one merge
+    // walk finds every key's schema (a binary search per key cost twice as much).
+    let properties = &rule.properties;
+    let mut next = 0;
     for (name, value) in object.iter() {
         if matches!(value.kind(), Kind::Null) {
             continue;
         }
         let here = key(at, name);
-        match rule.property(name).or(rule.additional.as_deref()) {
+        while next < properties.len() && *properties[next].0 < *name {
+            next += 1;
+        }
+        let known = properties.get(next).filter(|(k, _)| **k == *name).map(|(_, s)| s);
+        match known.or(rule.additional.as_deref()) {
             Some(schema) => check(schema, value, &here)?,
             None => return Err(errors::unknown(&here)),
         }
