@@ -8,6 +8,8 @@
 
 use std::sync::OnceLock;
 
+use crate::provider::shard::FastMap;
+
 use serde_json::{Map, Value};
 
 use crate::provider::endpoint::Verb;
@@ -51,7 +53,13 @@ pub struct ObjectRule {
     pub properties: Box<[(Box<str>, Schema)]>,
     pub required: Box<[Box<str>]>,
     pub additional: Option<Box<Schema>>,
+    /// Positions in `properties` by name, for objects with many properties (a hash
+    /// lookup costs a fifth of a binary search over a payment intent's 40-odd names).
+    index: Option<Box<FastMap<Box<str>, u32>>>,
 }
+
+/// Objects with more properties than this get an [`ObjectRule`] index.
+const INDEX_FROM: usize = 8;
 
 /// One of several schemas. The spec's "or the empty string to unset" alternative
 /// (`enum: [""]`) is not kept as an alternative but as `empty`.
@@ -62,12 +70,39 @@ pub struct AnyOfRule {
 }
 
 impl ObjectRule {
-    /// The schema of property `name`, by binary search.
+    /// A rule of `properties` (sorted by name), indexed when they are many.
+    pub fn new(
+        properties: Box<[(Box<str>, Schema)]>,
+        required: Box<[Box<str>]>,
+        additional: Option<Box<Schema>>,
+    ) -> Self {
+        let index = (properties.len() > INDEX_FROM).then(|| {
+            Box::new(
+                properties
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, _))| (k.clone(), i as u32))
+                    .collect::<FastMap<_, _>>(),
+            )
+        });
+        Self {
+            properties,
+            required,
+            additional,
+            index,
+        }
+    }
+
+    /// The schema of property `name`.
     pub fn property(&self, name: &str) -> Option<&Schema> {
-        self.properties
-            .binary_search_by(|(k, _)| (**k).cmp(name))
-            .ok()
-            .map(|i| &self.properties[i].1)
+        match &self.index {
+            Some(index) => index.get(name).map(|&i| &self.properties[i as usize].1),
+            None => self
+                .properties
+                .binary_search_by(|(k, _)| (**k).cmp(name))
+                .ok()
+                .map(|i| &self.properties[i].1),
+        }
     }
 
     /// The property names, sorted.
@@ -243,11 +278,7 @@ impl<'a> Compiler<'a> {
             }
         }
         properties.sort_by(|a, b| a.0.cmp(&b.0));
-        ObjectRule {
-            properties: properties.into(),
-            required: required.into(),
-            additional: None,
-        }
+        ObjectRule::new(properties.into(), required.into(), None)
     }
 
     /// Follows `$ref`s (`#/components/schemas/…`) to the node they name.
@@ -340,11 +371,7 @@ impl<'a> Compiler<'a> {
             Some(Value::Bool(true)) => Some(Box::new(Schema::Any)),
             Some(schema) => Some(Box::new(self.node(schema, depth + 1))),
         };
-        ObjectRule {
-            properties: properties.into(),
-            required,
-            additional,
-        }
+        ObjectRule::new(properties.into(), required, additional)
     }
 
     fn any_of(&self, alternatives: &[Value], depth: usize) -> Schema {
