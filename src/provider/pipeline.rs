@@ -42,6 +42,8 @@ pub struct Request {
     pub params: crate::provider::params::Params,
     /// The `Fauxpay-Fault` header: a fault this request forces on itself.
     pub forced_fault: Option<String>,
+    /// `http://{Host}`: where the client reached fauxpay (see [`Attempt::origin`]).
+    pub origin: Option<Arc<str>>,
 }
 
 /// A response to send: status, JSON body and the headers Stripe adds.
@@ -193,6 +195,7 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
         correlation_id: record.correlation_id.clone(),
         fault: plan.label.clone(),
         decline: plan.decline(),
+        origin: req.origin.take(),
     };
     let fresh = match admission {
         Admission::Refused(e) => {
