@@ -340,10 +340,11 @@ fn to_stored(result: Result<Reply, ApiError>, request_id: RequestId) -> StoredRe
     }
 }
 
-/// The object an error names: its payment intent, else its charge.
+/// The object an error names: its payment intent or setup intent, else its charge.
 fn error_object(e: &ApiError) -> Option<ObjectId> {
     let field = |name: &str| e.extra.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
     let id = field("payment_intent")
+        .or_else(|| field("setup_intent"))
         .and_then(|pi| pi.get("id"))
         .or_else(|| field("charge"))
         .and_then(Value::as_str)?;

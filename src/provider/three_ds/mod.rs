@@ -9,3 +9,5 @@
 
 pub mod action;
 pub mod page;
+pub mod routes;
+pub mod rules;
