@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::object::{CancellationReason, CaptureMethod, IntentStatus, IntentText, LastPaymentError, PaymentIntent};
 use crate::provider::attempt::Attempt;
-use crate::provider::cards::{Decline, TestCard, AUTHENTICATION_REQUIRED};
+use crate::provider::cards::{Authentication, Decline, TestCard, AUTHENTICATION_REQUIRED};
 use crate::provider::charges::object::{Charge, NewCharge};
 use crate::provider::error::ApiError;
 use crate::provider::fields::{
@@ -393,10 +393,12 @@ impl Payments {
         attempt: &Attempt,
         how: Confirmation<'_>,
     ) -> Result<(), ApiError> {
-        let set_up = pi
-            .payment_method
-            .and_then(|id| self.payment_methods.get(&id))
-            .is_some_and(|pm| pm.off_session);
+        // Looked up only for the one card it matters to: most confirmations skip it.
+        let set_up = card.authentication == Authentication::UnlessSetUp
+            && pi
+                .payment_method
+                .and_then(|id| self.payment_methods.get(&id))
+                .is_some_and(|pm| pm.off_session);
         match payment_gate(card, set_up, how.off_session) {
             Gate::Proceed => self.charge_locked(pi, card, None, entry, attempt),
             Gate::Refuse => self.charge_locked(pi, card, Some(AUTHENTICATION_REQUIRED), entry, attempt),
