@@ -4,8 +4,10 @@
 //! 2023-08-16), converted here to JSON Schema 2020-12 and checked with the `jsonschema`
 //! crate. Over real sockets, each `/v1` endpoint's answers are validated against the
 //! response the spec declares for that endpoint and status (`200`, or `default` for an
-//! error): payment intents in every status fauxpay produces, charges in every state,
-//! refunds, lists and search results (envelope and items), and the error object
+//! error): payment intents in every status fauxpay produces (`requires_action` with both
+//! kinds of `next_action` included), setup intents in every status, charges in every
+//! state, refunds, customers (deleted ones too) and payment methods, lists and search
+//! results (envelope and items), and the error object
 //! (declines with the payment intent they embed, validation, state, idempotency, auth,
 //! routing errors, and injected 5xx and 429s). Replays are validated too.
 //!
@@ -36,8 +38,7 @@ const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/spec/stripe-openapi/spe
 
 /// Nullable fields Stripe leaves out of an object unless `expand[]` names them (so
 /// fauxpay's objects may too): a charge's `refunds`, since API version 2022-11-15; a
-/// customer's `cash_balance` ("not included by default", like its `sources`,
-/// `subscriptions`, `tax` and `tax_ids`, which the spec does not mark nullable).
+/// customer's `cash_balance` (one of its "includable" fields).
 const SENT_ONLY_WHEN_EXPANDED: &[(&str, &str)] = &[("charge", "refunds"), ("customer", "cash_balance")];
 
 /// The spec, and its component schemas converted to JSON Schema (the `$defs` of every
@@ -230,17 +231,14 @@ impl Run {
     async fn send(&mut self, method: &str, path: &str, id: &str, form: &str, headers: &[(&str, &str)]) -> (u16, Value) {
         let concrete = fill(path, id);
         let mut rb = match method {
-            "GET" | "DELETE" => {
+            "DELETE" => self.h.client.delete(self.h.url(&concrete)).bearer_auth(KEY),
+            "GET" => {
                 let url = if form.is_empty() {
                     concrete.clone()
                 } else {
                     format!("{concrete}?{form}")
                 };
-                if method == "GET" {
-                    self.h.get(&url)
-                } else {
-                    self.h.delete(&url)
-                }
+                self.h.get(&url)
             }
             _ => self
                 .h
@@ -326,70 +324,42 @@ const CH: &str = "/v1/charges";
 const CH_ONE: &str = "/v1/charges/{charge}";
 const RE: &str = "/v1/refunds";
 const RE_ONE: &str = "/v1/refunds/{refund}";
+const SI: &str = "/v1/setup_intents";
+const SI_ONE: &str = "/v1/setup_intents/{intent}";
 const CUS: &str = "/v1/customers";
 const CUS_ONE: &str = "/v1/customers/{customer}";
 const PM: &str = "/v1/payment_methods";
 const PM_ONE: &str = "/v1/payment_methods/{payment_method}";
 
-/// Customers and payment methods: every endpoint, a saved card, a deleted customer.
-async fn customers_and_payment_methods(r: &mut Run) {
-    let cus = r
-        .ok(
-            CUS,
-            "",
-            "email=jenny%40example.com&name=Jenny&phone=%2B15555550100&description=d&metadata[k]=v&payment_method=pm_card_visa",
-        )
-        .await;
-    let cus_id = id(&cus);
-    r.ok(CUS_ONE, &cus_id, "name=Jenny%20R&metadata[k]=").await;
-    r.fetch(CUS_ONE, &cus_id).await;
-    let (status, _) = r.get(CUS, "", "email=jenny%40example.com&limit=2").await;
-    assert_eq!(status, 200);
-    let (status, _) = r
-        .get("/v1/customers/search", "", "query=email%3A%27jenny%40example.com%27")
-        .await;
-    assert_eq!(status, 200);
-    let (status, _) = r
-        .get("/v1/customers/{customer}/payment_methods", &cus_id, "type=card")
-        .await;
-    assert_eq!(status, 200);
-    let card = r
-        .ok(
-            PM,
-            "",
-            "type=card&card[number]=4242424242424242&card[exp_month]=12&card[exp_year]=2040&card[cvc]=123&billing_details[name]=Jenny&metadata[a]=1",
-        )
-        .await;
-    let pm = id(&card);
-    r.ok(
-        PM_ONE,
-        &pm,
-        "billing_details[email]=jenny%40example.com&card[exp_month]=11",
-    )
-    .await;
-    r.fetch(PM_ONE, &pm).await;
-    r.fetch(PM_ONE, "pm_card_mastercard").await;
-    r.ok(
-        "/v1/payment_methods/{payment_method}/attach",
-        &pm,
-        &format!("customer={cus_id}"),
-    )
-    .await;
-    let (status, _) = r.get(PM, "", &format!("customer={cus_id}&type=card")).await;
-    assert_eq!(status, 200);
-    r.ok("/v1/payment_methods/{payment_method}/detach", &pm, "").await;
-    let (status, gone) = r.send("DELETE", CUS_ONE, &cus_id, "", &[]).await;
-    assert_eq!((status, &gone["deleted"]), (200, &Value::Bool(true)), "{gone}");
-    let (status, deleted) = r.get(CUS_ONE, &cus_id, "").await;
-    assert_eq!((status, &deleted["deleted"]), (200, &Value::Bool(true)), "{deleted}");
+impl Run {
+    /// A `/__fauxpay/` authenticate request (not in Stripe's spec): its answer, an
+    /// intent or an error, validated against Stripe's schema for that object.
+    async fn authenticate(&mut self, kind: &str, id: &str, outcome: &str) -> (u16, Value) {
+        let resp = self
+            .h
+            .form(
+                &format!("/__fauxpay/{kind}s/{id}/authenticate"),
+                &format!("outcome={outcome}"),
+                None,
+            )
+            .await;
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.expect("a JSON body");
+        let schema = if status == 200 { kind } else { "error" };
+        let errs = errors(&component(schema), &body);
+        self.failures
+            .extend(errs.into_iter().map(|e| format!("authenticate {kind} → {status}: {e}")));
+        self.validated += 1;
+        (status, body)
+    }
 }
 
 /// Payment intents in every status fauxpay produces, and their charges.
 async fn intents(r: &mut Run) {
     // requires_payment_method, with every free-text field and metadata set.
-    let customer = id(&r.ok(CUS, "", "email=tea%40example.com").await);
-    let full = &format!("amount=1500&currency=eur&automatic_payment_methods[enabled]=true&customer={customer}&description=Tea%20%22and%22%20cake&receipt_email=a%40example.com&statement_descriptor=ACME%20TEA&statement_descriptor_suffix=TEA&transfer_group=g1&metadata[order_id]=o-1&metadata[note]=x");
-    let pi = r.ok(PI, "", full).await;
+    let cus = id(&r.ok(CUS, "", "email=a%40example.com").await);
+    let full = format!("amount=1500&currency=eur&automatic_payment_methods[enabled]=true&customer={cus}&description=Tea%20%22and%22%20cake&receipt_email=a%40example.com&statement_descriptor=ACME%20TEA&statement_descriptor_suffix=TEA&transfer_group=g1&metadata[order_id]=o-1&metadata[note]=x&setup_future_usage=off_session");
+    let pi = r.ok(PI, "", &full).await;
     assert_eq!(pi["status"], "requires_payment_method");
     let (cancelled_id, bare) = (id(&pi), r.ok(PI, "", "amount=700&currency=usd").await);
     assert_eq!(bare["status"], "requires_payment_method");
@@ -506,6 +476,164 @@ async fn intents(r: &mut Run) {
         )
         .await;
     assert_eq!(status, 402);
+
+    // Updated, before and after the payment.
+    let open = id(&r
+        .ok(PI, "", "amount=700&currency=usd&description=d&metadata[note]=x")
+        .await);
+    let updated = r.ok(PI_ONE, &open, "amount=1600&description=&metadata[note]=y").await;
+    assert_eq!(updated["amount"], 1600);
+    r.ok(PI_ONE, &id(&done), "metadata[k]=v").await;
+}
+
+/// Payment intents waiting for 3-D Secure (`next_action` of both kinds), after a failed
+/// authentication, after a completed one, and refused off-session.
+async fn three_d_secure(r: &mut Run) {
+    let waiting = r
+        .ok(
+            PI,
+            "",
+            "amount=2000&currency=usd&confirm=true&payment_method=pm_card_authenticationRequired",
+        )
+        .await;
+    assert_eq!(waiting["next_action"]["type"], "use_stripe_sdk");
+    let redirect = r
+        .ok(
+            PI,
+            "",
+            "amount=2000&currency=usd&confirm=true&payment_method=pm_card_threeDSecure2Required&return_url=https%3A%2F%2Fshop.example%2Fback",
+        )
+        .await;
+    assert_eq!(redirect["next_action"]["type"], "redirect_to_url");
+    r.fetch(PI_ONE, &id(&redirect)).await;
+    let (status, failed) = r.authenticate("payment_intent", &id(&waiting), "fail").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        failed["last_payment_error"]["code"],
+        "payment_intent_authentication_failure"
+    );
+    r.fetch(PI_ONE, &id(&waiting)).await;
+    let (status, done) = r.authenticate("payment_intent", &id(&redirect), "succeed").await;
+    assert_eq!((status, &done["status"]), (200, &json!("succeeded")));
+    let (status, _) = r.authenticate("payment_intent", &id(&redirect), "succeed").await;
+    assert_eq!(status, 400);
+    let declined = r
+        .ok(
+            PI,
+            "",
+            "amount=2000&currency=usd&confirm=true&payment_method=pm_card_authenticationRequiredChargeDeclinedInsufficientFunds",
+        )
+        .await;
+    let (status, _) = r.authenticate("payment_intent", &id(&declined), "succeed").await;
+    assert_eq!(status, 402);
+    let (status, e) = r
+        .post(
+            PI,
+            "",
+            "amount=2000&currency=usd&confirm=true&off_session=true&payment_method=pm_card_authenticationRequired",
+        )
+        .await;
+    assert_eq!((status, &e["error"]["code"]), (402, &json!("authentication_required")));
+}
+
+/// Setup intents in every status fauxpay produces.
+async fn setup_intents(r: &mut Run) {
+    let cus = id(&r.ok(CUS, "", "email=s%40example.com").await);
+    let open = r
+        .ok(SI, "", &format!("customer={cus}&description=d&metadata[k]=v"))
+        .await;
+    assert_eq!(open["status"], "requires_payment_method");
+    let ready = r.ok(SI, "", "payment_method=pm_card_visa&usage=on_session").await;
+    assert_eq!(ready["status"], "requires_confirmation");
+    let done = r
+        .ok(&format!("{SI_ONE}/confirm"), &id(&open), "payment_method=pm_card_visa")
+        .await;
+    assert_eq!(done["status"], "succeeded");
+    let canceled = r
+        .ok(
+            &format!("{SI_ONE}/cancel"),
+            &id(&ready),
+            "cancellation_reason=abandoned",
+        )
+        .await;
+    assert_eq!(canceled["status"], "canceled");
+    let waiting = r
+        .ok(
+            SI,
+            "",
+            &format!("customer={cus}&payment_method=pm_card_authenticationRequiredOnSetup&confirm=true"),
+        )
+        .await;
+    assert_eq!(waiting["status"], "requires_action");
+    let redirect = r
+        .ok(
+            SI,
+            "",
+            "payment_method=pm_card_authenticationRequired&confirm=true&return_url=https%3A%2F%2Fshop.example%2Fsaved&payment_method_types[]=card",
+        )
+        .await;
+    assert_eq!(redirect["next_action"]["type"], "redirect_to_url");
+    let (status, failed) = r.authenticate("setup_intent", &id(&waiting), "fail").await;
+    assert_eq!((status, &failed["status"]), (200, &json!("requires_payment_method")));
+    let (status, _) = r.authenticate("setup_intent", &id(&redirect), "succeed").await;
+    assert_eq!(status, 200);
+    r.fetch(SI_ONE, &id(&waiting)).await;
+    let (status, e) = r
+        .post(SI, "", "payment_method=pm_card_chargeDeclined&confirm=true")
+        .await;
+    assert_eq!(
+        (status, &e["error"]["setup_intent"]["status"]),
+        (402, &json!("requires_payment_method"))
+    );
+    let (status, e) = r.post(&format!("{SI_ONE}/cancel"), &id(&done), "").await;
+    assert_eq!(
+        (status, &e["error"]["code"]),
+        (400, &json!("setup_intent_unexpected_state"))
+    );
+    let (status, _) = r.get(SI_ONE, "seti_doesnotexist", "").await;
+    assert_eq!(status, 404);
+}
+
+/// Customers (deleted ones too) and payment methods.
+async fn customers_and_payment_methods(r: &mut Run) {
+    let c = r
+        .ok(
+            CUS,
+            "",
+            "email=c%40example.com&name=C&phone=%2B15555550100&description=d&metadata[k]=v&payment_method=pm_card_visa&invoice_settings[default_payment_method]=pm_card_visa",
+        )
+        .await;
+    r.fetch(CUS_ONE, &id(&c)).await;
+    r.ok(CUS_ONE, &id(&c), "name=D&metadata[k]=").await;
+    let pm = r
+        .ok(
+            PM,
+            "",
+            "type=card&card[token]=tok_mastercard&billing_details[name]=C&billing_details[address][city]=Paris&metadata[k]=v",
+        )
+        .await;
+    r.ok(PM_ONE, &id(&pm), "billing_details[email]=c%40example.com").await;
+    r.ok(&format!("{PM_ONE}/attach"), &id(&pm), &format!("customer={}", id(&c)))
+        .await;
+    r.fetch(PM_ONE, &id(&pm)).await;
+    r.fetch(PM_ONE, "pm_card_amex").await;
+    for (path, query) in [
+        (CUS, "limit=1"),
+        ("/v1/customers/search", "query=email%3A%27c%40example.com%27"),
+        (PM, "type=card"),
+    ] {
+        let (status, list) = r.get(path, "", query).await;
+        assert_eq!(status, 200, "{path}?{query}: {list}");
+    }
+    let (status, _) = r
+        .get("/v1/customers/{customer}/payment_methods", &id(&c), "type=card")
+        .await;
+    assert_eq!(status, 200);
+    r.ok(&format!("{PM_ONE}/detach"), &id(&pm), "").await;
+    let (status, gone) = r.send("DELETE", CUS_ONE, &id(&c), "", &[]).await;
+    assert_eq!((status, &gone["deleted"]), (200, &json!(true)));
+    let deleted = r.fetch(CUS_ONE, &id(&c)).await;
+    assert_eq!(deleted["deleted"], true);
 }
 
 /// Charges made directly: captured, failed, authorised then captured, refunded in part
@@ -579,13 +707,19 @@ async fn charges_and_refunds(r: &mut Run) {
 /// Lists and search results, one page and several.
 async fn lists(r: &mut Run) {
     for (path, query, more) in [
-        (PI, "", false),
+        (PI, "limit=100", false),
         (PI, "limit=2", true),
         (CH, "limit=100", false),
         (CH, "limit=1", true),
         (RE, "", false),
         (RE, "limit=1", true),
-        ("/v1/payment_intents/search", "query=status%3A%27succeeded%27", false),
+        (SI, "", false),
+        (SI, "limit=1", true),
+        (
+            "/v1/payment_intents/search",
+            "query=status%3A%27succeeded%27&limit=100",
+            false,
+        ),
         (
             "/v1/payment_intents/search",
             "query=status%3A%27succeeded%27&limit=1",
@@ -779,10 +913,12 @@ async fn error_objects(r: &mut Run) {
 async fn every_object_fauxpay_returns_validates_against_stripes_schema() {
     let mut r = Run::new().await;
     intents(&mut r).await;
+    three_d_secure(&mut r).await;
+    setup_intents(&mut r).await;
+    customers_and_payment_methods(&mut r).await;
     charges_and_refunds(&mut r).await;
     lists(&mut r).await;
     error_objects(&mut r).await;
-    customers_and_payment_methods(&mut r).await;
     assert!(
         r.failures.is_empty(),
         "{} of {} responses do not match Stripe's schema:\n{}",

@@ -3,7 +3,7 @@
 //! [`endpoints`], and the spec checks and README's parameter table read it too.
 
 use crate::provider::endpoint::Endpoint;
-use crate::provider::{charges, customers, payment_intents, payment_methods, refunds};
+use crate::provider::{charges, customers, payment_intents, payment_methods, refunds, setup_intents};
 
 /// The Stripe resources served under `/v1`: each declares its endpoints.
 pub const RESOURCES: &[&[Endpoint]] = &[
@@ -12,6 +12,7 @@ pub const RESOURCES: &[&[Endpoint]] = &[
     refunds::routes::ENDPOINTS,
     customers::routes::ENDPOINTS,
     payment_methods::routes::ENDPOINTS,
+    setup_intents::routes::ENDPOINTS,
 ];
 
 /// Every `/v1` endpoint, in declaration order.

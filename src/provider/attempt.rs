@@ -3,7 +3,9 @@
 //! An [`Attempt`] carries the request id and idempotency key that the ledger records
 //! with every money movement, the label of the fault injected into the request (so a
 //! double charge can be explained after the fact), and a forced decline when a fault
-//! profile chose one in place of the card's own outcome.
+//! profile chose one in place of the card's own outcome. It also carries the origin
+//! the client reached fauxpay at (`http://` and its `Host`), so that a URL fauxpay
+//! hands out (a 3-D Secure page) points back at fauxpay as the client sees it.
 
 use std::sync::Arc;
 
@@ -21,6 +23,8 @@ pub struct Attempt {
     pub fault: Option<Arc<str>>,
     /// A decline forced by a fault, overriding the card's outcome.
     pub decline: Option<Decline>,
+    /// `http://{Host}` of the request, when it had a well-formed `Host`.
+    pub origin: Option<Arc<str>>,
 }
 
 impl Attempt {
@@ -32,6 +36,7 @@ impl Attempt {
             correlation_id: None,
             fault: None,
             decline: None,
+            origin: None,
         }
     }
 }

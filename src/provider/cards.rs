@@ -5,6 +5,11 @@
 //! approved; `pm_card_chargeDeclined` and `4000000000000002` are declined with
 //! `generic_decline`; and so on. [`TestCard::resolve`] maps anything a client may send
 //! (a `pm_card_…` id, a `tok_…` token, a raw card number) to one row of [`CARDS`].
+//!
+//! A card also says whether its issuer asks for 3-D Secure ([`Authentication`]): the
+//! authentication cards of Stripe's testing docs (`pm_card_authenticationRequired`,
+//! `4000002500003155`, …) make a confirmation wait in `requires_action`, and their
+//! decline, if any, comes after the authentication, when the card is charged.
 
 use std::borrow::Cow;
 
@@ -17,6 +22,26 @@ pub struct Decline {
     pub message: Cow<'static, str>,
 }
 
+/// Whether a card's issuer asks for 3-D Secure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Authentication {
+    /// Never: the payment goes straight to the issuer.
+    None,
+    /// On every setup, and on every payment unless the card was set up for off-session
+    /// use (a succeeded setup intent with `usage=off_session`, or a payment with
+    /// `setup_future_usage=off_session`): Stripe's `4000002500003155`.
+    UnlessSetUp,
+    /// On every payment and every setup.
+    Always,
+}
+
+/// The card error of an off-session payment the issuer wanted to authenticate.
+pub const AUTHENTICATION_REQUIRED: Decline = Decline {
+    code: Cow::Borrowed("authentication_required"),
+    decline_code: Cow::Borrowed("authentication_required"),
+    message: Cow::Borrowed("Your card was declined. This transaction requires authentication."),
+};
+
 /// One test card.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestCard {
@@ -25,7 +50,14 @@ pub struct TestCard {
     pub number: &'static str,
     pub brand: &'static str,
     pub funding: &'static str,
+    /// Why a charge of this card is declined (after its authentication, if it asks for
+    /// one).
     pub decline: Option<Decline>,
+    /// Whether setting the card up (a setup intent) is declined too, with `decline`:
+    /// true for the plain decline cards, false for those whose decline comes only
+    /// when charged (`chargeCustomerFail`, the authenticate-then-decline cards).
+    pub declines_setup: bool,
+    pub authentication: Authentication,
 }
 
 const fn approved(name: &'static str, number: &'static str, brand: &'static str, funding: &'static str) -> TestCard {
@@ -35,6 +67,8 @@ const fn approved(name: &'static str, number: &'static str, brand: &'static str,
         brand,
         funding,
         decline: None,
+        declines_setup: false,
+        authentication: Authentication::None,
     }
 }
 
@@ -55,7 +89,42 @@ const fn declined(
             decline_code: Cow::Borrowed(decline_code),
             message: Cow::Borrowed(message),
         }),
+        declines_setup: true,
+        authentication: Authentication::None,
     }
+}
+
+/// `card`, but setting it up succeeds (only charges are declined).
+const fn sets_up(mut card: TestCard) -> TestCard {
+    card.declines_setup = false;
+    card
+}
+
+/// A Visa credit card whose issuer asks for 3-D Secure (`authentication`), then
+/// charges it, or declines it with `decline` (setting it up never declines).
+const fn authenticated(
+    name: &'static str,
+    number: &'static str,
+    authentication: Authentication,
+    decline: Option<Decline>,
+) -> TestCard {
+    TestCard {
+        name,
+        number,
+        brand: "visa",
+        funding: "credit",
+        decline,
+        declines_setup: false,
+        authentication,
+    }
+}
+
+const fn decline(code: &'static str, decline_code: &'static str, message: &'static str) -> Option<Decline> {
+    Some(Decline {
+        code: Cow::Borrowed(code),
+        decline_code: Cow::Borrowed(decline_code),
+        message: Cow::Borrowed(message),
+    })
 }
 
 const DECLINED: &str = "Your card was declined.";
@@ -131,12 +200,48 @@ pub const CARDS: &[TestCard] = &[
         "fraudulent",
         DECLINED,
     ),
-    declined(
+    // Attaching (setting up) this card succeeds; charging it fails.
+    sets_up(declined(
         "chargeCustomerFail",
         "4000000000000341",
         "card_declined",
         "generic_decline",
         DECLINED,
+    )),
+    // 3-D Secure (Stripe's testing docs, "Authentication and setup" and "3D Secure").
+    authenticated(
+        "authenticationRequiredOnSetup",
+        "4000002500003155",
+        Authentication::UnlessSetUp,
+        None,
+    ),
+    authenticated(
+        "authenticationRequired",
+        "4000002760003184",
+        Authentication::Always,
+        None,
+    ),
+    authenticated(
+        "authenticationRequiredChargeDeclinedInsufficientFunds",
+        "4000008260003178",
+        Authentication::Always,
+        decline(
+            "card_declined",
+            "insufficient_funds",
+            "Your card has insufficient funds.",
+        ),
+    ),
+    authenticated(
+        "threeDSecure2Required",
+        "4000000000003220",
+        Authentication::Always,
+        None,
+    ),
+    authenticated(
+        "threeDSecureRequiredChargeDeclined",
+        "4000008400001629",
+        Authentication::Always,
+        decline("card_declined", "generic_decline", DECLINED),
     ),
 ];
 
@@ -190,6 +295,35 @@ mod tests {
             .clone()
             .unwrap();
         assert_eq!(d.code, "expired_card");
+    }
+
+    #[test]
+    fn authentication_cards_ask_for_3ds_and_decline_only_when_charged() {
+        let on_setup = TestCard::resolve("pm_card_authenticationRequiredOnSetup").unwrap();
+        assert_eq!(on_setup.number, "4000002500003155");
+        assert_eq!(on_setup.authentication, Authentication::UnlessSetUp);
+        for (name, number) in [
+            ("authenticationRequired", "4000002760003184"),
+            ("threeDSecure2Required", "4000000000003220"),
+        ] {
+            let card = TestCard::resolve(number).unwrap();
+            assert_eq!((card.name, card.authentication), (name, Authentication::Always));
+            assert!(card.decline.is_none());
+        }
+        let funds = TestCard::resolve("4000008260003178").unwrap();
+        assert_eq!(
+            funds.decline.as_ref().map(|d| &*d.decline_code),
+            Some("insufficient_funds")
+        );
+        let declined = TestCard::resolve("4000008400001629").unwrap();
+        assert_eq!(declined.decline.as_ref().map(|d| &*d.code), Some("card_declined"));
+        for card in [funds, declined] {
+            assert_eq!(card.authentication, Authentication::Always);
+            assert!(!card.declines_setup, "{}", card.name);
+        }
+        assert!(TestCard::resolve("pm_card_chargeDeclined").unwrap().declines_setup);
+        assert!(!TestCard::resolve("pm_card_chargeCustomerFail").unwrap().declines_setup);
+        assert!(CARDS.iter().filter(|c| c.decline.is_none()).all(|c| !c.declines_setup));
     }
 
     #[test]

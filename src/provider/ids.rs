@@ -2,7 +2,8 @@
 //!
 //! Each kind of id is its own newtype so a charge id can never be passed where a
 //! payment intent id or an idempotency key is expected. Object ids carry Stripe's
-//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `req_`) followed by 24 random alphanumerics.
+//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `seti_`, `req_`) followed by 24 random
+//! alphanumerics.
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -239,6 +240,10 @@ id_type!(
     CustomerId, "cus_"
 );
 id_type!(
+    /// A setup intent's id (`seti_…`).
+    SetupIntentId, "seti_"
+);
+id_type!(
     /// The id of one HTTP request (`req_…`), sent back in the `Request-Id` header.
     RequestId, "req_"
 );
@@ -251,10 +256,12 @@ pub enum ObjectId {
     Refund(RefundId),
     Customer(CustomerId),
     PaymentMethod(PaymentMethodId),
+    SetupIntent(SetupIntentId),
 }
 
 impl ObjectId {
-    /// Any id fauxpay generates for an object (`pi_…`, `ch_…`, `re_…`, `cus_…`, `pm_…`).
+    /// Any id fauxpay generates for an object (`pi_…`, `ch_…`, `re_…`, `cus_…`, `pm_…`,
+    /// `seti_…`).
     pub fn parse(s: &str) -> Option<Self> {
         PaymentIntentId::parse(s)
             .map(Self::Intent)
@@ -262,6 +269,7 @@ impl ObjectId {
             .or_else(|| RefundId::parse(s).map(Self::Refund))
             .or_else(|| CustomerId::parse(s).map(Self::Customer))
             .or_else(|| PaymentMethodId::parse(s).map(Self::PaymentMethod))
+            .or_else(|| SetupIntentId::parse(s).map(Self::SetupIntent))
     }
 
     pub fn as_str(&self) -> IdStr {
@@ -271,6 +279,7 @@ impl ObjectId {
             Self::Refund(id) => id.as_str(),
             Self::Customer(id) => id.as_str(),
             Self::PaymentMethod(id) => id.as_str(),
+            Self::SetupIntent(id) => id.as_str(),
         }
     }
 }
@@ -395,6 +404,9 @@ mod tests {
         let pm = PaymentMethodId::generate();
         assert_eq!(ObjectId::parse(&pm.as_str()), Some(ObjectId::PaymentMethod(pm)));
         assert_eq!(ObjectId::parse("pm_card_visa"), None);
+        let seti = SetupIntentId::generate();
+        assert_eq!(seti.as_str().len(), 29);
+        assert_eq!(ObjectId::parse(&seti.as_str()), Some(ObjectId::SetupIntent(seti)));
         assert!(a.as_str()[3..].bytes().all(|b| b.is_ascii_alphanumeric()));
     }
 

@@ -5,8 +5,8 @@
 //!   panics), extraction, responses, the `/v1` route table, the admin API and the
 //!   server's life cycle. Nothing else in the provider knows axum or hyper.
 //! - the core, everything else: one folder per Stripe resource (`payment_intents`,
-//!   `charges`, `refunds`, `customers`, `payment_methods`: its object and JSON, its
-//!   rules, its endpoints), the request
+//!   `charges`, `refunds`, `customers`, `payment_methods`, `setup_intents`: its object
+//!   and JSON, its rules, its endpoints), 3-D Secure (`three_ds`), the request
 //!   pipeline (faults × idempotency × the operation, as a value the edge carries out),
 //!   and the shared machinery: params, ids, tables, pagination, search, the idempotency
 //!   store, the ledger, fault injection, metrics.
@@ -45,9 +45,11 @@ pub mod pipeline;
 pub mod refunds;
 pub mod reply;
 pub mod search;
+pub mod setup_intents;
 pub mod shard;
 pub mod spec;
 pub mod table;
+pub mod three_ds;
 
 pub use app::Provider;
 pub use config::Config;

@@ -42,6 +42,8 @@ pub struct Request {
     pub params: crate::provider::params::Params,
     /// The `Fauxpay-Fault` header: a fault this request forces on itself.
     pub forced_fault: Option<String>,
+    /// `http://{Host}`: where the client reached fauxpay (see [`Attempt::origin`]).
+    pub origin: Option<Arc<str>>,
 }
 
 /// A response to send: status, JSON body and the headers Stripe adds.
@@ -193,6 +195,7 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
         correlation_id: record.correlation_id.clone(),
         fault: plan.label.clone(),
         decline: plan.decline(),
+        origin: req.origin.take(),
     };
     let fresh = match admission {
         Admission::Refused(e) => {
@@ -337,10 +340,11 @@ fn to_stored(result: Result<Reply, ApiError>, request_id: RequestId) -> StoredRe
     }
 }
 
-/// The object an error names: its payment intent, else its charge.
+/// The object an error names: its payment intent or setup intent, else its charge.
 fn error_object(e: &ApiError) -> Option<ObjectId> {
     let field = |name: &str| e.extra.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
     let id = field("payment_intent")
+        .or_else(|| field("setup_intent"))
         .and_then(|pi| pi.get("id"))
         .or_else(|| field("charge"))
         .and_then(Value::as_str)?;

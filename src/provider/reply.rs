@@ -13,6 +13,7 @@ use crate::provider::ids::ObjectId;
 use crate::provider::payment_intents::object::PaymentIntent;
 use crate::provider::payment_methods::object::PaymentMethod;
 use crate::provider::refunds::object::Refund;
+use crate::provider::setup_intents::object::SetupIntent;
 
 /// What an operation answers: a Stripe object, shared (the idempotency store keeps the
 /// same `Arc` the tables hold, not a copy of its JSON) and serialised straight to bytes
@@ -24,6 +25,7 @@ pub enum Reply {
     Refund(Arc<Refund>),
     Customer(Arc<Customer>),
     PaymentMethod(Arc<PaymentMethod>),
+    SetupIntent(Arc<SetupIntent>),
     Json(Box<Value>),
 }
 
@@ -40,6 +42,9 @@ impl Reply {
                 let _ = serde_json::to_writer(out, &**o);
             }
             Reply::PaymentMethod(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::SetupIntent(o) => {
                 let _ = serde_json::to_writer(out, &**o);
             }
             Reply::Json(v) => {
@@ -62,6 +67,7 @@ impl Reply {
             Reply::Refund(o) => Some(ObjectId::Refund(o.id)),
             Reply::Customer(o) => Some(ObjectId::Customer(o.id)),
             Reply::PaymentMethod(o) => Some(ObjectId::PaymentMethod(o.id)),
+            Reply::SetupIntent(o) => Some(ObjectId::SetupIntent(o.id)),
             Reply::Json(_) => None,
         }
     }
@@ -74,6 +80,7 @@ impl Reply {
             Reply::Refund(o) => o.to_json(),
             Reply::Customer(o) => o.to_json(),
             Reply::PaymentMethod(o) => o.to_json(),
+            Reply::SetupIntent(o) => o.to_json(),
             Reply::Json(v) => (**v).clone(),
         }
     }

@@ -115,6 +115,7 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
             .headers
             .get(&headers::FAUXPAY_FAULT)
             .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
+        let origin = origin(parts.headers.get(header::HOST));
         let verb = match parts.method {
             Method::GET => Verb::Get,
             Method::DELETE => Verb::Delete,
@@ -129,11 +130,38 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
                 idempotency_key,
                 params,
                 forced_fault,
+                origin,
             },
             key_header,
             connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
         })
     }
+}
+
+/// `http://{Host}`, when the `Host` header is a plain host name or address with an
+/// optional port (anything else is ignored: it ends up in URLs fauxpay hands out). The
+/// last origin each thread saw is reused, so a request costs no allocation for it.
+pub fn origin(host: Option<&HeaderValue>) -> Option<Arc<str>> {
+    let host = host?.as_bytes();
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_');
+    if host.is_empty() || host.len() > 255 || !host.iter().all(plain) {
+        return None;
+    }
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(o) if o.as_bytes().get(7..) == Some(host) => Some(o.clone()),
+            _ => {
+                // Checked above: ASCII.
+                let o: Arc<str> = format!("http://{}", std::str::from_utf8(host).ok()?).into();
+                *last = Some(o.clone());
+                Some(o)
+            }
+        }
+    })
 }
 
 /// The API key a request presents, checked against `required` (or any test key).
@@ -253,6 +281,23 @@ mod tests {
         assert!(api_key(Some(&HeaderValue::from_static("Bearer sk_live_x")), None).is_err());
         assert!(api_key(Some(&bearer), Some("sk_test_other")).is_err());
         assert!(api_key(Some(&bearer), Some("sk_test_abc")).is_ok());
+    }
+
+    #[test]
+    fn origins_come_from_plain_hosts_only() {
+        let of = |h: &'static str| origin(Some(&HeaderValue::from_static(h))).map(|o| o.to_string());
+        assert_eq!(of("127.0.0.1:12111").as_deref(), Some("http://127.0.0.1:12111"));
+        assert_eq!(of("fauxpay:12111").as_deref(), Some("http://fauxpay:12111"));
+        assert_eq!(
+            of("127.0.0.1:12111").as_deref(),
+            Some("http://127.0.0.1:12111"),
+            "reused"
+        );
+        assert_eq!(of("[::1]:80").as_deref(), Some("http://[::1]:80"));
+        for hostile in ["a\"b", "x/y", "a b", "evil.com/<script>", "u@h", ""] {
+            assert_eq!(of(hostile), None, "{hostile}");
+        }
+        assert_eq!(origin(None), None);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! into the pipeline's [`Request`](crate::provider::pipeline::Request), `response`
 //! writes answers and carries out the pipeline's [`Delivery`](crate::provider::pipeline::Delivery),
 //! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
-//! `/__fauxpay/` API, and `serve` the server's life cycle.
+//! `/__fauxpay/` API, `three_ds` the 3-D Secure page and authenticate endpoints, and
+//! `serve` the server's life cycle.
 
 pub mod admin;
 pub mod extract;
@@ -15,3 +16,4 @@ pub mod response;
 pub mod routes;
 pub mod serve;
 pub mod server;
+pub mod three_ds;

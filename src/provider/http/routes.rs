@@ -15,10 +15,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
 
-use super::admin;
 use super::extract::{ApiRequest, Authenticated};
 use super::observe::Observe;
 use super::response::deliver;
+use super::{admin, three_ds};
 use crate::provider::api::endpoints;
 use crate::provider::app::Provider;
 use crate::provider::endpoint::{Endpoint, Verb};
@@ -33,7 +33,7 @@ pub fn router(provider: AppState) -> Observe<Router> {
     let mut api = Router::new();
     let mut labels = matchit::Router::new();
     let v1 = endpoints().map(|e| (e.path, handler(e)));
-    for (path, route) in v1.chain(admin::routes(provider.clone())) {
+    for (path, route) in v1.chain(admin::routes(provider.clone())).chain(three_ds::routes()) {
         // Several endpoints share a path (GET and POST /v1/charges): label it once.
         let _ = labels.insert(path, path);
         api = api.route(path, route);
@@ -68,7 +68,7 @@ async fn not_found(req: Request<Body>) -> Response {
         Status::NotFound,
         ErrorType::InvalidRequestError,
         format!(
-            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges, refunds, customers and payment_methods under /v1.",
+            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges, refunds, customers, payment_methods and setup_intents under /v1.",
             req.method(),
             req.uri().path()
         ),

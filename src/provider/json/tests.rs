@@ -94,7 +94,9 @@ fn written_json_is_exactly_the_serialised_json() {
         latest_charge: None,
         metadata: Metadata::new(),
         payment_method: None,
+        setup_future_usage: None,
         status: IntentStatus::RequiresCapture,
+        next_action: None,
         card: Some(visa),
         correlation_id: None,
     };
@@ -127,4 +129,15 @@ fn written_json_is_exactly_the_serialised_json() {
     check(&pi);
     pi.automatic_payment_methods = Some(true);
     check(&pi);
+    pi.last_payment_error = Some(Box::new(LastPaymentError::authentication_failure()));
+    pi.status = IntentStatus::RequiresAction;
+    pi.setup_future_usage = Some(crate::provider::setup_intents::object::Usage::OffSession);
+    for return_url in [None, Some("https://shop.example/back?\"x\"")] {
+        pi.next_action = Some(Box::new(crate::provider::three_ds::action::NextAction::new(
+            Some("http://127.0.0.1:1"),
+            &pi.id.as_str(),
+            return_url,
+        )));
+        check(&pi);
+    }
 }

@@ -10,7 +10,9 @@ use serde_json::Value;
 use crate::provider::cards::{Decline, TestCard};
 use crate::provider::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
 use crate::provider::money::Currency;
+use crate::provider::setup_intents::object::Usage;
 use crate::provider::table::Keyed;
+use crate::provider::three_ds::action::NextAction;
 
 use crate::provider::json::{write, Metadata, Null, CLIENT_SECRET};
 
@@ -88,12 +90,15 @@ impl CaptureMethod {
     }
 }
 
-/// The card error left on a payment intent by its last failed attempt.
+/// The error left on a payment intent by its last failed attempt: a decline (with the
+/// failed charge), or a failed 3-D Secure authentication (no charge was made).
 #[derive(Debug, Clone, Serialize)]
 pub struct LastPaymentError {
-    pub charge: ChargeId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub charge: Option<ChargeId>,
     pub code: std::borrow::Cow<'static, str>,
-    pub decline_code: std::borrow::Cow<'static, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decline_code: Option<std::borrow::Cow<'static, str>>,
     pub doc_url: String,
     pub message: std::borrow::Cow<'static, str>,
     #[serde(rename = "type")]
@@ -105,10 +110,22 @@ impl LastPaymentError {
         Self {
             kind: "card_error",
             code: d.code.clone(),
-            decline_code: d.decline_code.clone(),
+            decline_code: Some(d.decline_code.clone()),
             message: d.message.clone(),
-            charge,
+            charge: Some(charge),
             doc_url: format!("https://stripe.com/docs/error-codes/{}", d.code.replace('_', "-")),
+        }
+    }
+
+    /// The customer failed the 3-D Secure authentication.
+    pub fn authentication_failure() -> Self {
+        Self {
+            kind: "invalid_request_error",
+            code: "payment_intent_authentication_failure".into(),
+            decline_code: None,
+            message: "The provided PaymentMethod has failed authentication. You can provide payment_method_data or a new PaymentMethod to attempt to fulfill this PaymentIntent again.".into(),
+            charge: None,
+            doc_url: "https://stripe.com/docs/error-codes/payment-intent-authentication-failure".into(),
         }
     }
 }
@@ -149,7 +166,10 @@ pub struct PaymentIntent {
     pub latest_charge: Option<ChargeId>,
     pub metadata: Metadata,
     pub payment_method: Option<PaymentMethodId>,
+    pub setup_future_usage: Option<Usage>,
     pub status: IntentStatus,
+    /// What the customer must do (`requires_action`: authenticate with 3-D Secure).
+    pub next_action: Option<Box<NextAction>>,
     /// The card chosen for this intent (not part of Stripe's JSON).
     pub card: Option<&'static TestCard>,
     /// Which logical payment this intent belongs to (not part of Stripe's JSON).
@@ -224,17 +244,23 @@ impl PaymentIntent {
         opt_plain(out, self.latest_charge.map(|c| c.as_str()).as_deref());
         raw(out, ",\"livemode\":false,\"metadata\":");
         metadata(out, &self.metadata);
-        raw(out, ",\"next_action\":null,\"on_behalf_of\":null,\"payment_method\":");
+        raw(out, ",\"next_action\":");
+        match &self.next_action {
+            None => raw(out, "null"),
+            Some(action) => {
+                let _ = serde_json::to_writer(&mut *out, &**action);
+            }
+        }
+        raw(out, ",\"on_behalf_of\":null,\"payment_method\":");
         opt_plain(out, self.payment_method.map(|p| p.as_str()).as_deref());
         raw(
             out,
             ",\"payment_method_options\":{\"card\":{\"installments\":null,\"mandate_options\":null,\"network\":null,\"request_three_d_secure\":\"automatic\"}},\"payment_method_types\":[\"card\"],\"processing\":null,\"receipt_email\":",
         );
         opt_text(out, text_of(|t| &t.receipt_email));
-        raw(
-            out,
-            ",\"review\":null,\"setup_future_usage\":null,\"shipping\":null,\"statement_descriptor\":",
-        );
+        raw(out, ",\"review\":null,\"setup_future_usage\":");
+        opt_plain(out, self.setup_future_usage.map(Usage::as_str));
+        raw(out, ",\"shipping\":null,\"statement_descriptor\":");
         opt_text(out, text_of(|t| &t.statement_descriptor));
         raw(out, ",\"statement_descriptor_suffix\":");
         opt_text(out, text_of(|t| &t.statement_descriptor_suffix));
@@ -312,7 +338,7 @@ impl Serialize for PaymentIntent {
         o.serialize_field("latest_charge", &self.latest_charge)?;
         o.serialize_field("livemode", &false)?;
         o.serialize_field("metadata", &self.metadata)?;
-        o.serialize_field("next_action", &Null)?;
+        o.serialize_field("next_action", &self.next_action)?;
         o.serialize_field("on_behalf_of", &Null)?;
         o.serialize_field("payment_method", &self.payment_method)?;
         o.serialize_field(
@@ -330,7 +356,7 @@ impl Serialize for PaymentIntent {
         o.serialize_field("processing", &Null)?;
         o.serialize_field("receipt_email", &text(|t| &t.receipt_email))?;
         o.serialize_field("review", &Null)?;
-        o.serialize_field("setup_future_usage", &Null)?;
+        o.serialize_field("setup_future_usage", &self.setup_future_usage.map(Usage::as_str))?;
         o.serialize_field("shipping", &Null)?;
         o.serialize_field("statement_descriptor", &text(|t| &t.statement_descriptor))?;
         o.serialize_field("statement_descriptor_suffix", &text(|t| &t.statement_descriptor_suffix))?;

@@ -1,4 +1,5 @@
-//! The payment intent endpoints: create, retrieve, list, search, confirm, capture, cancel.
+//! The payment intent endpoints: create, retrieve, update, list, search, confirm,
+//! capture, cancel.
 
 use crate::provider::endpoint::Endpoint;
 
@@ -7,6 +8,9 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint::get("/v1/payment_intents", |p, c| p.list_intents(c.params)),
     Endpoint::get("/v1/payment_intents/search", |p, c| p.search_intents(c.params)),
     Endpoint::get("/v1/payment_intents/{id}", |p, c| p.retrieve_intent(c.id)),
+    Endpoint::post("/v1/payment_intents/{id}", |p, c| {
+        p.update_intent(c.id, c.params, c.attempt)
+    }),
     Endpoint::post("/v1/payment_intents/{id}/confirm", |p, c| {
         p.confirm_intent(c.id, c.params, c.attempt)
     }),

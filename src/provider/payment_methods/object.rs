@@ -56,6 +56,10 @@ pub struct PaymentMethod {
     /// Whether a CVC was given (`card.checks.cvc_check` is then `unchecked`).
     pub cvc: bool,
     pub attachment: Attachment,
+    /// Set up for off-session use (a succeeded setup intent with `usage=off_session`,
+    /// or a payment with `setup_future_usage=off_session`): a card that asks for 3-D
+    /// Secure "unless set up" then pays without it. Not part of Stripe's JSON.
+    pub off_session: bool,
     /// `None` when every field is empty (most payment methods).
     pub billing_details: Option<Box<BillingDetails>>,
     pub metadata: Metadata,
@@ -73,6 +77,7 @@ impl PaymentMethod {
             exp_year: (year_month(now_unix()).0 + 3) as u16,
             cvc: false,
             attachment: Attachment::Unattached,
+            off_session: false,
             billing_details: None,
             metadata: Metadata::new(),
         }

@@ -9,7 +9,7 @@
 //! duplicate check cannot race the append.
 //!
 //! Each resource folder (`payment_intents`, `charges`, `refunds`, `customers`,
-//! `payment_methods`) adds its operations to [`Payments`] in its `rules.rs`; this file
+//! `payment_methods`, `setup_intents`) adds its operations to [`Payments`] in its `rules.rs`; this file
 //! holds the state they share, the duplicate policy and where a payment's correlation
 //! id comes from.
 
@@ -24,6 +24,7 @@ use crate::provider::params::Params;
 use crate::provider::payment_intents::object::PaymentIntent;
 use crate::provider::payment_methods::object::PaymentMethod;
 use crate::provider::refunds::object::Refund;
+use crate::provider::setup_intents::object::SetupIntent;
 use crate::provider::table::Table;
 
 #[cfg(test)]
@@ -75,6 +76,7 @@ pub struct Payments {
     pub refunds: Table<Arc<Refund>>,
     pub customers: Table<Arc<Customer>>,
     pub payment_methods: Table<Arc<PaymentMethod>>,
+    pub setup_intents: Table<Arc<SetupIntent>>,
     pub ledger: Ledger,
     pub policy: DuplicatePolicy,
     pub correlate: CorrelationSource,
@@ -88,6 +90,7 @@ impl Payments {
             refunds: Table::default(),
             customers: Table::default(),
             payment_methods: Table::default(),
+            setup_intents: Table::default(),
             ledger: Ledger::default(),
             policy,
             correlate,
@@ -105,6 +108,7 @@ impl Payments {
         self.refunds.clear();
         self.customers.clear();
         self.payment_methods.clear();
+        self.setup_intents.clear();
         self.ledger.clear();
     }
 }

@@ -30,6 +30,7 @@ fn request(key: Option<&str>, body: &str, fault: Option<&str>) -> Request {
         idempotency_key: key.map(|k| IdempotencyKey::parse(k).unwrap()),
         params: Params::from_form(body.as_bytes()).unwrap(),
         forced_fault: fault.map(str::to_string),
+        origin: None,
     }
 }
 
