@@ -162,8 +162,8 @@ impl Expansion {
                 Context::Unchecked => (Step::Skip, Context::Unchecked),
                 Context::List(kind) if name == "data" => (Step::Descend, Context::Object(kind.expandable())),
                 Context::List(kind) => {
-                    // Stripe's hint when an item's field is named without `data.`.
-                    let on_items = depth == 0 && kind.expandable().target(name).is_some();
+                    // Stripe's hint when the path names an item's field without `data.`.
+                    let on_items = depth == 0 && Expansion::default().add(Some(Shape::One(kind)), path).is_ok();
                     return Err(if on_items {
                         format!("{} You may want to try expanding 'data.{path}' instead.", cannot())
                     } else {

@@ -141,8 +141,17 @@ fn lists_expand_through_data() {
         "This property cannot be expanded (customer). You may want to try expanding 'data.customer' instead."
     );
     assert_eq!(param.as_deref(), Some("expand[0]"));
+    let (message, _) = refused(
+        Verb::Get,
+        "/v1/payment_intents",
+        "expand[]=latest_charge.payment_intent",
+    );
+    assert!(message.ends_with("You may want to try expanding 'data.latest_charge.payment_intent' instead."));
+    // No hint for what the items cannot expand either.
     let (message, _) = refused(Verb::Get, "/v1/payment_intents", "expand[]=foo");
     assert_eq!(message, "This property cannot be expanded (foo).");
+    let (message, _) = refused(Verb::Get, "/v1/payment_intents", "expand[]=latest_charge.foo");
+    assert_eq!(message, "This property cannot be expanded (latest_charge.foo).");
     // `data` names nothing on one object.
     refused(Verb::Get, "/v1/payment_intents/{id}", "expand[]=data.customer");
 }
