@@ -202,18 +202,12 @@ impl Expansion {
         if !self.effective {
             return reply;
         }
-        let owner = match &reply {
-            Reply::Intent(_) => Some(Kind::PaymentIntent),
-            Reply::Charge(_) => Some(Kind::Charge),
-            Reply::Refund(_) => Some(Kind::Refund),
-            Reply::Customer(_) => Some(Kind::Customer),
-            Reply::PaymentMethod(_) => Some(Kind::PaymentMethod),
-            Reply::Json(_) => None,
-        };
         let mut value = match reply {
             Reply::Json(v) => *v,
             other => other.json(),
         };
+        // One of fauxpay's objects, by its tag (a list's tag is `list` or `search_result`).
+        let owner = value.get("object").and_then(Value::as_str).and_then(kind_of_object);
         expand(p, &mut value, owner, &self.nodes);
         Reply::Json(Box::new(value))
     }

@@ -24,6 +24,9 @@ pub enum Kind {
     Refund,
     Customer,
     PaymentMethod,
+    /// Setup intents (`/v1/setup_intents`, served once that resource is): nothing names
+    /// one, so none is ever looked up; their own fields expand.
+    SetupIntent,
 }
 
 impl Kind {
@@ -33,6 +36,7 @@ impl Kind {
         Kind::Refund,
         Kind::Customer,
         Kind::PaymentMethod,
+        Kind::SetupIntent,
     ];
 
     /// The path segment of its endpoints (`/v1/payment_intents…`).
@@ -43,6 +47,7 @@ impl Kind {
             Kind::Refund => "refunds",
             Kind::Customer => "customers",
             Kind::PaymentMethod => "payment_methods",
+            Kind::SetupIntent => "setup_intents",
         }
     }
 
@@ -54,6 +59,7 @@ impl Kind {
             Kind::Refund => "refund",
             Kind::Customer => "customer",
             Kind::PaymentMethod => "payment_method",
+            Kind::SetupIntent => "setup_intent",
         }
     }
 
@@ -65,6 +71,7 @@ impl Kind {
             Kind::Refund => &REFUND,
             Kind::Customer => &CUSTOMER,
             Kind::PaymentMethod => &PAYMENT_METHOD,
+            Kind::SetupIntent => &SETUP_INTENT,
         }
     }
 
@@ -255,6 +262,25 @@ const PAYMENT_METHOD: Expandable = Expandable {
     ],
 };
 
+/// `setup_intent`: its customer and payment method.
+const SETUP_INTENT: Expandable = Expandable {
+    fields: &[
+        ("customer", Target::Object(Kind::Customer)),
+        ("payment_method", Target::Object(Kind::PaymentMethod)),
+    ],
+    accepted: &[
+        "application",
+        "automatic_payment_methods",
+        "last_setup_error",
+        "latest_attempt",
+        "mandate",
+        "next_action",
+        "on_behalf_of",
+        "payment_method_options",
+        "single_use_mandate",
+    ],
+};
+
 /// The object of `kind` with this `id`, as its retrieve answers it (a deleted customer
 /// as Stripe's deleted object); `owner` is the object that names it, by kind and id.
 /// `None` when fauxpay has no such object: the id is then left as it is.
@@ -273,6 +299,7 @@ pub fn resolve(p: &Payments, kind: Kind, id: &str, owner: Option<(Kind, &str)>) 
             .and_then(|id| p.customers.get(&id))
             .map(|o| o.to_json()),
         Kind::PaymentMethod => payment_method(p, id, owner),
+        Kind::SetupIntent => None,
     }
 }
 
