@@ -296,8 +296,13 @@ impl Run {
     }
 
     async fn fetch(&mut self, path: &str, id: &str) -> Value {
-        let (status, body) = self.get(path, id, "").await;
-        assert_eq!(status, 200, "GET {path} {id}: {body}");
+        self.fetch_with(path, id, "").await
+    }
+
+    /// A GET with a query string that must answer 200: its object.
+    async fn fetch_with(&mut self, path: &str, id: &str, query: &str) -> Value {
+        let (status, body) = self.get(path, id, query).await;
+        assert_eq!(status, 200, "GET {path} {id}?{query}: {body}");
         body
     }
 }
@@ -352,6 +357,96 @@ impl Run {
         self.validated += 1;
         (status, body)
     }
+}
+
+/// Expanded responses: every field fauxpay expands, nested, in lists and search results,
+/// a charge's refunds, a deleted customer; each validated as its endpoint's response (an
+/// expandable field is a string or the object).
+async fn expanded(r: &mut Run) {
+    let cus = r
+        .ok(
+            CUS,
+            "",
+            "email=x%40example.com&payment_method=pm_card_visa&invoice_settings[default_payment_method]=pm_card_visa&expand[]=invoice_settings.default_payment_method",
+        )
+        .await;
+    let cus_id = id(&cus);
+    let pm = id(&cus["invoice_settings"]["default_payment_method"]);
+    let pi = r
+        .ok(
+            PI,
+            "",
+            &format!("amount=2000&currency=usd&confirm=true&customer={cus_id}&payment_method={pm}&expand[]=latest_charge.customer&expand[]=customer&expand[]=payment_method.customer"),
+        )
+        .await;
+    assert_eq!(pi["latest_charge"]["customer"]["id"], cus_id.as_str());
+    let ch_id = id(&pi["latest_charge"]);
+    let re = r
+        .ok(
+            RE,
+            "",
+            &format!("charge={ch_id}&amount=500&expand[]=charge&expand[]=payment_intent"),
+        )
+        .await;
+    assert_eq!(re["charge"]["object"], "charge");
+    let ch = r
+        .fetch_with(
+            CH_ONE,
+            &ch_id,
+            "expand[]=refunds.data.payment_intent&expand[]=payment_intent.latest_charge&expand[]=customer",
+        )
+        .await;
+    assert_eq!(ch["refunds"]["data"][0]["payment_intent"]["object"], "payment_intent");
+    let (_, list) = r
+        .get(
+            PI,
+            "",
+            "expand[]=data.latest_charge&expand[]=data.customer&expand[]=data.payment_method",
+        )
+        .await;
+    assert!(list["data"][0]["latest_charge"].is_object());
+    for (path, query) in [
+        (
+            "/v1/payment_intents/search",
+            "query=status%3A%27succeeded%27&expand[]=data.latest_charge.payment_intent",
+        ),
+        (
+            "/v1/charges/search",
+            "query=amount%3A2000&expand[]=data.refunds&expand[]=data.customer",
+        ),
+        (CH, "expand[]=data.payment_intent"),
+        (RE, "expand[]=data.charge.customer"),
+        (CUS, "expand[]=data.invoice_settings.default_payment_method"),
+        (
+            "/v1/customers/search",
+            "query=email%3A%27x%40example.com%27&expand[]=data.invoice_settings.default_payment_method",
+        ),
+    ] {
+        let (status, list) = r.get(path, "", query).await;
+        assert_eq!(status, 200, "{path}?{query}: {list}");
+    }
+    let (status, _) = r
+        .get(
+            "/v1/customers/{customer}/payment_methods",
+            &cus_id,
+            "expand[]=data.customer",
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, _) = r
+        .get(PM, "", &format!("customer={cus_id}&expand[]=data.customer"))
+        .await;
+    assert_eq!(status, 200);
+    r.fetch_with(PM_ONE, &pm, "expand[]=customer").await;
+    // A deleted customer: `deleted_customer` where the spec allows it.
+    r.send("DELETE", CUS_ONE, &cus_id, "", &[]).await;
+    let again = r
+        .fetch_with(PI_ONE, &id(&pi), "expand[]=customer&expand[]=latest_charge.customer")
+        .await;
+    assert_eq!(again["customer"]["deleted"], true);
+    // A refused expansion is the error object.
+    let (status, _) = r.get(PI_ONE, &id(&pi), "expand[]=nope").await;
+    assert_eq!(status, 400);
 }
 
 /// Payment intents in every status fauxpay produces, and their charges.
@@ -919,6 +1014,7 @@ async fn every_object_fauxpay_returns_validates_against_stripes_schema() {
     charges_and_refunds(&mut r).await;
     lists(&mut r).await;
     error_objects(&mut r).await;
+    expanded(&mut r).await;
     assert!(
         r.failures.is_empty(),
         "{} of {} responses do not match Stripe's schema:\n{}",

@@ -8,8 +8,8 @@
 //!   `charges`, `refunds`, `customers`, `payment_methods`, `setup_intents`: its object
 //!   and JSON, its rules, its endpoints), 3-D Secure (`three_ds`), the request
 //!   pipeline (faults × idempotency × the operation, as a value the edge carries out),
-//!   and the shared machinery: params, ids, tables, pagination, search, the idempotency
-//!   store, the ledger, fault injection, metrics.
+//!   and the shared machinery: params, ids, tables, pagination, search, `expand[]`, the
+//!   idempotency store, the ledger, fault injection, metrics.
 //!
 //! This file only declares modules and re-exports what embedders use.
 
@@ -27,6 +27,7 @@ pub mod config;
 pub mod customers;
 pub mod endpoint;
 pub mod error;
+pub mod expand;
 pub mod fault_injection;
 pub mod fields;
 pub mod http;

@@ -24,6 +24,7 @@ use crate::provider::app::Provider;
 use crate::provider::attempt::Attempt;
 use crate::provider::endpoint::{Call, Endpoint, Verb};
 use crate::provider::error::{ApiError, ErrorType, Status};
+use crate::provider::expand::Expansion;
 use crate::provider::fault_injection::{retry_after_secs, Outcome, Plan, PlanInput, RequestRecord};
 use crate::provider::idempotency::{Begin, Claim, Fingerprint, Mode, StoredBody, StoredResponse};
 use crate::provider::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
@@ -215,9 +216,16 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
                 params: &req.params,
                 attempt: &attempt,
             };
-            // Stripe's request validation first: a parameter the spec refuses is a
-            // validation failure like the operation's own.
-            let result = validate(endpoint, &req.params).and_then(|()| (endpoint.operation)(&app.payments, &call));
+            // Stripe's request validation first: a parameter the spec refuses, or an
+            // expansion Stripe would refuse, is a validation failure like the
+            // operation's own. The reply is expanded before it is stored, so a replay
+            // answers what was sent.
+            let result = validate(endpoint, &req.params)
+                .and_then(|()| Expansion::plan(endpoint.verb, endpoint.path, &req.params))
+                .and_then(|expansion| {
+                    let reply = (endpoint.operation)(&app.payments, &call)?;
+                    Ok(expansion.apply(&app.payments, reply))
+                });
             match result {
                 // Validation failures are not stored: dropping the claim frees the key.
                 Err(e) if !e.executed => {
@@ -323,8 +331,10 @@ fn key_misused(app: &Provider, message: String) -> ApiError {
 fn to_stored(result: Result<Reply, ApiError>, request_id: RequestId) -> StoredResponse {
     match result {
         Ok(Reply::Json(v)) => {
+            // A list names no object; an expanded object names itself.
+            let object = v.get("id").and_then(Value::as_str).and_then(ObjectId::parse);
             let bytes = Bytes::from(serde_json::to_vec(&*v).unwrap_or_default());
-            StoredResponse::new(200, None, request_id, StoredBody::Bytes(Arc::new((bytes, None))))
+            StoredResponse::new(200, None, request_id, StoredBody::Bytes(Arc::new((bytes, object))))
         }
         Ok(reply) => StoredResponse::new(200, None, request_id, StoredBody::Object(reply)),
         Err(e) => {

@@ -8,7 +8,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::provider::cards::{Decline, TestCard};
-use crate::provider::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
+use crate::provider::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId, Token};
 use crate::provider::money::Currency;
 use crate::provider::table::Keyed;
 
@@ -32,6 +32,8 @@ pub struct Charge {
     pub captured: bool,
     pub created: i64,
     pub currency: Currency,
+    /// The customer of the payment intent it was made for, if it has one.
+    pub customer: Option<CustomerId>,
     pub description: Option<Box<str>>,
     pub metadata: Metadata,
     pub payment_intent: Option<PaymentIntentId>,
@@ -73,6 +75,7 @@ impl Charge {
             captured,
             created: now_unix(),
             currency: new.currency,
+            customer: None,
             description: new.description,
             metadata: new.metadata.clone(),
             payment_intent: new.payment_intent,
@@ -137,7 +140,9 @@ impl Charge {
         int(out, self.created);
         raw(out, ",\"currency\":");
         plain(out, self.currency.code());
-        raw(out, ",\"customer\":null,\"description\":");
+        raw(out, ",\"customer\":");
+        opt_plain(out, self.customer.map(|c| c.as_str()).as_deref());
+        raw(out, ",\"description\":");
         opt_text(out, self.description.as_deref());
         raw(
             out,
@@ -310,7 +315,7 @@ impl Serialize for Charge {
         o.serialize_field("captured", &self.captured)?;
         o.serialize_field("created", &self.created)?;
         o.serialize_field("currency", &self.currency)?;
-        o.serialize_field("customer", &Null)?;
+        o.serialize_field("customer", &self.customer)?;
         o.serialize_field("description", &self.description)?;
         o.serialize_field("disputed", &false)?;
         o.serialize_field("failure_balance_transaction", &Null)?;

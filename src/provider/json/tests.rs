@@ -2,7 +2,7 @@
 
 use crate::provider::cards::TestCard;
 use crate::provider::charges::object::{Charge, NewCharge};
-use crate::provider::ids::{ChargeId, PaymentIntentId, PaymentMethodId};
+use crate::provider::ids::{ChargeId, CustomerId, PaymentIntentId, PaymentMethodId};
 use crate::provider::json::*;
 use crate::provider::money::Currency;
 use crate::provider::payment_intents::object::*;
@@ -74,6 +74,7 @@ fn written_json_is_exactly_the_serialised_json() {
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
         charge.refunded = true;
         charge.payment_intent = None;
+        charge.customer = Some(CustomerId::generate());
         let mut out = Vec::new();
         charge.write_json(&mut out);
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());

@@ -435,7 +435,7 @@ impl Payments {
         let decline = refusal
             .or_else(|| attempt.decline.clone())
             .or_else(|| card.decline.clone());
-        let charge = Charge::new(NewCharge {
+        let mut charge = Charge::new(NewCharge {
             amount: pi.amount,
             currency: pi.currency,
             card,
@@ -447,6 +447,7 @@ impl Payments {
             metadata: &pi.metadata,
             correlation_id: pi.correlation_id.clone(),
         });
+        charge.customer = pi.customer().and_then(CustomerId::parse);
         pi.latest_charge = Some(charge.id);
         if let Some(d) = decline {
             pi.status = IntentStatus::RequiresPaymentMethod;
