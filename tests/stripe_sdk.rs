@@ -178,4 +178,31 @@ async fn the_async_stripe_sdk_sets_up_a_card_and_pays_off_session_and_through_3d
     assert_eq!(pi.amount_received, 2000);
     assert!(pi.next_action.is_none());
     assert_eq!(h.ledger("correlation_prefix=sdk-3ds").await.len(), 1);
+
+    // The same, with the authentication failed: back to requires_payment_method, with
+    // Stripe's payment_intent_authentication_failure, and nothing charged.
+    let pi = CreatePaymentIntent::new(2000, Currency::USD)
+        .payment_method("pm_card_authenticationRequired")
+        .confirm(true)
+        .metadata([("order_id".to_string(), "sdk-3ds-fail".to_string())])
+        .send(&client)
+        .await
+        .unwrap();
+    assert_eq!(pi.status, PaymentIntentStatus::RequiresAction);
+    let failed = h
+        .form(
+            &format!("/__fauxpay/payment_intents/{}/authenticate", pi.id),
+            "outcome=fail",
+            None,
+        )
+        .await;
+    assert_eq!(failed.status(), 200);
+    let pi = RetrievePaymentIntent::new(pi.id.clone()).send(&client).await.unwrap();
+    assert_eq!(pi.status, PaymentIntentStatus::RequiresPaymentMethod);
+    let error = pi.last_payment_error.as_ref().expect("a last payment error");
+    assert_eq!(
+        error.code.as_ref().map(|c| c.as_str()),
+        Some("payment_intent_authentication_failure")
+    );
+    assert!(h.ledger("correlation_prefix=sdk-3ds-fail").await.is_empty());
 }
