@@ -50,6 +50,8 @@ pub mod setup_intents;
 pub mod shard;
 pub mod spec;
 pub mod table;
+#[cfg(test)]
+pub mod test_support;
 pub mod three_ds;
 
 pub use app::Provider;

@@ -239,18 +239,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::provider::payments::{CorrelationSource, DuplicatePolicy};
-
-    fn payments() -> Payments {
-        Payments::new(
-            DuplicatePolicy::Allow,
-            CorrelationSource::parse("metadata.order_id").unwrap(),
-        )
-    }
-
-    fn form(s: &str) -> Params {
-        Params::from_form(s.as_bytes()).unwrap()
-    }
+    use crate::provider::test_support::{form, payments};
 
     fn ids(list: &Value) -> Vec<&str> {
         list["data"]

@@ -10,12 +10,8 @@ use super::*;
 use crate::provider::api::endpoints;
 use crate::provider::attempt::Attempt;
 use crate::provider::ids::RequestId;
-use crate::provider::payments::{CorrelationSource, DuplicatePolicy};
 use crate::provider::spec::schema::SPEC_JSON;
-
-fn form(s: &str) -> Params {
-    Params::from_form(s.as_bytes()).unwrap()
-}
+use crate::provider::test_support::{form, payments};
 
 fn plan(verb: Verb, path: &str, query: &str) -> Result<Expansion, ApiError> {
     Expansion::plan(verb, path, &form(query))
@@ -247,13 +243,6 @@ fn paths_have_at_most_four_levels() {
 }
 
 // ---- Expanding replies -------------------------------------------------------------
-
-fn payments() -> Payments {
-    Payments::new(
-        DuplicatePolicy::Allow,
-        CorrelationSource::parse("metadata.order_id").unwrap(),
-    )
-}
 
 fn attempt() -> Attempt {
     Attempt::plain(RequestId::generate(), None)

@@ -440,18 +440,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::provider::payments::{CorrelationSource, DuplicatePolicy};
-
-    fn payments() -> Payments {
-        Payments::new(
-            DuplicatePolicy::Allow,
-            CorrelationSource::parse("metadata.order_id").unwrap(),
-        )
-    }
-
-    fn form(s: &str) -> Params {
-        Params::from_form(s.as_bytes()).unwrap()
-    }
+    use crate::provider::test_support::{form, payments};
 
     fn customer(p: &Payments) -> String {
         p.create_customer(&form("email=a@b.c")).unwrap().json()["id"]

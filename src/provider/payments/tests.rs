@@ -4,18 +4,10 @@ use serde_json::Value;
 
 use super::*;
 use crate::provider::ids::{IdempotencyKey, RequestId};
-use crate::provider::params::Params;
-
-fn payments(policy: DuplicatePolicy) -> Payments {
-    Payments::new(policy, CorrelationSource::parse("metadata.order_id").unwrap())
-}
+use crate::provider::test_support::{form, payments_with as payments};
 
 fn attempt(key: &str) -> Attempt {
     Attempt::plain(RequestId::generate(), IdempotencyKey::parse(key).ok())
-}
-
-fn form(s: &str) -> Params {
-    Params::from_form(s.as_bytes()).unwrap()
 }
 
 #[test]

@@ -6,15 +6,7 @@ use serde_json::Value;
 use super::*;
 use crate::provider::ids::{IdempotencyKey, PaymentMethodId, RequestId};
 use crate::provider::ledger::RecordFilter;
-use crate::provider::payments::CorrelationSource;
-
-fn payments(policy: DuplicatePolicy) -> Payments {
-    Payments::new(policy, CorrelationSource::parse("metadata.order_id").unwrap())
-}
-
-fn form(s: &str) -> Params {
-    Params::from_form(s.as_bytes()).unwrap()
-}
+use crate::provider::test_support::{form, payments_with as payments};
 
 fn attempt(key: &str) -> Attempt {
     Attempt {

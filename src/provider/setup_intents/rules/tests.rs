@@ -5,18 +5,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::provider::ids::RequestId;
-use crate::provider::payments::{CorrelationSource, DuplicatePolicy};
-
-fn payments() -> Payments {
-    Payments::new(
-        DuplicatePolicy::Allow,
-        CorrelationSource::parse("metadata.order_id").unwrap(),
-    )
-}
-
-fn form(s: &str) -> Params {
-    Params::from_form(s.as_bytes()).unwrap()
-}
+use crate::provider::test_support::{form, payments};
 
 fn attempt() -> Attempt {
     Attempt::plain(RequestId::generate(), None)

@@ -1,0 +1,23 @@
+//! Helpers shared by the provider's unit tests: payment state with the default
+//! settings, and form bodies as `Params`.
+
+use crate::provider::params::Params;
+use crate::provider::payments::{CorrelationSource, DuplicatePolicy, Payments};
+
+/// Payment state correlating by `metadata.order_id`, charging duplicates as `policy` says.
+pub fn payments_with(policy: DuplicatePolicy) -> Payments {
+    Payments::new(
+        policy,
+        CorrelationSource::parse("metadata.order_id").expect("a valid correlation path"),
+    )
+}
+
+/// Payment state with the default duplicate policy (`allow`).
+pub fn payments() -> Payments {
+    payments_with(DuplicatePolicy::Allow)
+}
+
+/// A form body (bracket notation) as parameters.
+pub fn form(s: &str) -> Params {
+    Params::from_form(s.as_bytes()).expect("a valid form body")
+}
