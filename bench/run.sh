@@ -9,11 +9,13 @@
 #
 #   bench/run.sh                       # all rows, about 6-8 minutes
 #   BENCH_ROWS="new replay" bench/run.sh
+#   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory hold load reconcile),
+# Knobs (environment): BENCH_ROWS (new replay p99 memory hold load reconcile; peers on request),
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
 # BENCH_PAYMENTS (1000000), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
-# BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_OUT (bench/results.md).
+# BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_BIN (target/release),
+# BENCH_OUT (bench/results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +38,7 @@ else
   CLIENT_CPU=0
   echo "bench: one core only: server and client share it, ratios will be pessimistic" >&2
 fi
-BIN=target/release
+BIN=${BENCH_BIN:-target/release}
 
 # ---------------------------------------------------------------- preparation
 if [ -z "${BENCH_NO_BUILD:-}" ]; then
@@ -63,6 +65,8 @@ CLK_TCK=$(getconf CLK_TCK)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fauxpay-bench.XXXXXX")
 PIDS=()
 cleanup() {
+  # Servers started inside $(...) record their pids in a file (a subshell cannot add to PIDS).
+  [ -f "$WORK/peer-pids" ] && mapfile -t -O "${#PIDS[@]}" PIDS <"$WORK/peer-pids"
   for p in "${PIDS[@]:-}"; do
     [ -n "$p" ] && kill "$p" 2>/dev/null || true
   done
@@ -82,6 +86,7 @@ start_server() {
   esac
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
+  echo "$SERVER_PID" >>"$WORK/peer-pids"
   SERVER_URL=
   for _ in $(seq 200); do
     SERVER_URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
@@ -330,6 +335,11 @@ if has_row reconcile; then
   s=$(median "${VALUES[@]}")
   row "reconcile 1,000,000 logical payments (journal + streamed ledger)" "$(fmt "$s" 2) s" "—" "—" "≤ 3 s" "$(le "$s" 3)"
   RAW+=("reconcile: seconds ${VALUES[*]}")
+fi
+
+if has_row peers; then
+  # shellcheck source=bench/peers.sh
+  source bench/peers.sh
 fi
 
 # ---------------------------------------------------------------- results.md
