@@ -188,6 +188,21 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer TOKEN` on /__fauxpay/* (except health) and /metrics.
     #[arg(long, env = "FAUXPAY_ADMIN_TOKEN")]
     pub admin_token: Option<String>,
+    /// A request's header must arrive within this (a keep-alive connection idle this
+    /// long is closed too).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this once its header is in (else 408).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// Connections open at once; more are answered 503 and closed (default: 10000, or
+    /// 3/4 of the open-file limit when that is lower).
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take before every
+    /// connection is cut and the process exits.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_deadline: Duration,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -68,6 +68,13 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
+    provider::raise_open_file_limit();
+    if !args.addr.ip().is_loopback() {
+        tracing::warn!(
+            "the merchant listens on {} and has no authentication: anyone who can reach it can place orders",
+            args.addr
+        );
+    }
     let mut config = MerchantConfig::new(args.strategy, args.provider);
     config.redis_url = args.redis;
     config.postgres_url = args.postgres;
@@ -169,6 +176,7 @@ fn check_profiles(profiles: &[String]) -> anyhow::Result<()> {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (profile, profile_source) = load_profile(&args.profile)?;
+    let open_files = provider::raise_open_file_limit();
     let config = Config {
         profile,
         profile_source,
@@ -179,7 +187,21 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         duplicates: args.duplicates.into(),
         api_key: args.api_key,
         admin_token: args.admin_token,
+        limits: provider::Limits {
+            header_timeout: args.header_timeout,
+            body_timeout: args.body_timeout,
+            max_connections: args
+                .max_connections
+                .unwrap_or_else(|| provider::Limits::default_max_connections(open_files)),
+            shutdown_deadline: args.shutdown_deadline,
+        },
     };
+    if !args.addr.ip().is_loopback() && config.admin_token.is_none() {
+        tracing::warn!(
+            "listening on {} without --admin-token: anyone who can reach it may read the ledger, reset the state and swap the fault profile",
+            args.addr
+        );
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let shutdown = shutdown_signal()?;

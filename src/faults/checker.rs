@@ -8,6 +8,10 @@ use std::time::Duration;
 use super::error::Diagnostic;
 use super::tree::{Node, Value};
 
+/// Longest duration any profile field takes (`key_ttl`, a window's `start` and
+/// `duration`); fields that hold a request have tighter bounds (see `parse`).
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// Collects the mistakes found in one source.
 pub(crate) struct Checker {
     source: String,
@@ -163,6 +167,11 @@ impl Checker {
 
     /// A humantime duration string (`250ms`, `2s`, `1m 30s`), zero or more.
     pub fn duration(&mut self, node: &Node, field: &str) -> Option<Duration> {
+        self.duration_within(node, field, MAX_DURATION)
+    }
+
+    /// A non-negative duration of at most `max`.
+    pub fn duration_within(&mut self, node: &Node, field: &str, max: Duration) -> Option<Duration> {
         let Value::Str(s) = &node.value else {
             self.type_error(node, field, "a duration string such as \"250ms\" or \"2s\"");
             return None;
@@ -173,6 +182,17 @@ impl Checker {
             return None;
         }
         match humantime::parse_duration(text) {
+            Ok(d) if d > max => {
+                self.error(
+                    node.line,
+                    field,
+                    format!(
+                        "expected a duration of at most {}, got {s:?}",
+                        humantime::format_duration(max)
+                    ),
+                );
+                None
+            }
             Ok(d) => Some(d),
             Err(_) => {
                 self.error(
@@ -187,7 +207,12 @@ impl Checker {
 
     /// A duration greater than zero.
     pub fn positive_duration(&mut self, node: &Node, field: &str) -> Option<Duration> {
-        let d = self.duration(node, field)?;
+        self.positive_duration_within(node, field, MAX_DURATION)
+    }
+
+    /// A duration greater than zero and at most `max`.
+    pub fn positive_duration_within(&mut self, node: &Node, field: &str, max: Duration) -> Option<Duration> {
+        let d = self.duration_within(node, field, max)?;
         if d.is_zero() {
             self.error(
                 node.line,
@@ -278,6 +303,19 @@ mod tests {
         assert_eq!(
             c.diagnostics[3].message,
             "expected a duration greater than zero, got \"0s\""
+        );
+        assert_eq!(c.duration(&node(Value::Str("1000000000h".into())), "d"), None);
+        assert_eq!(
+            c.diagnostics[4].message,
+            "expected a duration of at most 30days, got \"1000000000h\""
+        );
+        assert_eq!(
+            c.duration_within(&node(Value::Str("11m".into())), "d", Duration::from_secs(600)),
+            None
+        );
+        assert_eq!(
+            c.diagnostics[5].message,
+            "expected a duration of at most 10m, got \"11m\""
         );
     }
 

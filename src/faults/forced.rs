@@ -104,14 +104,31 @@ fn params_of(kind: &str) -> (&'static [&'static str], &'static [(&'static str, &
     }
 }
 
+/// Longest `Fauxpay-Fault` header accepted, in bytes.
+pub const MAX_FORCED_HEADER_BYTES: usize = 1024;
+/// Most items (`,`-separated faults and latencies) in one `Fauxpay-Fault` header.
+pub const MAX_FORCED_ITEMS: usize = 16;
+
 /// Parses a `Fauxpay-Fault` header value into a forced decision (`rule` is `None`).
+/// Linear in the header's length, which is capped at [`MAX_FORCED_HEADER_BYTES`] (and
+/// [`MAX_FORCED_ITEMS`] items) before anything else is looked at.
 pub fn parse_forced(header_value: &str) -> Result<Decision, String> {
+    if header_value.len() > MAX_FORCED_HEADER_BYTES {
+        return Err(format!(
+            "the header is {} bytes long, expected at most {MAX_FORCED_HEADER_BYTES}",
+            header_value.len()
+        ));
+    }
+    if header_value.split(',').count() > MAX_FORCED_ITEMS {
+        return Err(format!("expected at most {MAX_FORCED_ITEMS} comma-separated items"));
+    }
     let mut decision = Decision::default();
     for item in header_value.split(',') {
         match parse_item(item)? {
             Action::Latency { when, latency } => {
-                // Always a fixed distribution here: the sample is its value.
-                let value = latency.sample(&mut Stream::new(0, header_value, 0, 0));
+                // Always a fixed distribution here: the sample is its value (the stream
+                // is not read, so it is seeded with nothing that costs to hash).
+                let value = latency.sample(&mut Stream::new(0, "", 0, 0));
                 match when {
                     When::BeforeCommit => decision.latency_before += value,
                     When::AfterCommit => decision.latency_after += value,
@@ -302,6 +319,19 @@ mod tests {
         );
         assert!(err("reset, drop_response").starts_with("more than one fault"));
         assert!(err("").starts_with("expected a fault kind"));
+        assert!(err(&"latency; value=1ms,".repeat(17)).starts_with("expected at most 16"));
+        assert!(err(&"x".repeat(MAX_FORCED_HEADER_BYTES + 1)).contains("expected at most 1024"));
+    }
+
+    #[test]
+    fn a_huge_header_costs_little() {
+        // 380 KB used to take seconds (the whole header was hashed once per item).
+        let huge = "latency; value=1ms,".repeat(20_000);
+        let started = std::time::Instant::now();
+        assert!(parse_forced(&huge).is_err());
+        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+        let many = vec!["latency; value=1ms"; MAX_FORCED_ITEMS].join(",");
+        assert_eq!(parse_forced(&many).unwrap().latency_before, Duration::from_millis(16));
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub use builder::{ms, secs, ForcedFault, ProfileBuilder, RuleBuilder, Timed, Unt
 pub use engine::{Decision, FaultEngine, RequestFacts};
 pub use error::{Diagnostic, ProfileError};
 pub use fault::{Fault, FaultKind, When};
-pub use forced::{forced_by_payment_method, parse_forced, FORCED_PAYMENT_METHODS};
+pub use forced::{
+    forced_by_payment_method, parse_forced, FORCED_PAYMENT_METHODS, MAX_FORCED_HEADER_BYTES, MAX_FORCED_ITEMS,
+};
 pub use parse::{parse_profile, parse_profile_json, parse_profile_text};
 pub use profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};

@@ -66,6 +66,15 @@ const DISTRIBUTIONS: &[(&str, &[&str])] = &[
 const MATCH_FIELDS: &[&str] = &["method", "path", "amount", "payment_method", "metadata"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 const MAX_SIGMA: f64 = 10.0;
+/// Longest a fault may hold one request: `hang`, a `slow_body` duration, and every
+/// latency parameter (`value`, `min`, `max`, `mean`, `stddev`, `median`, `cap`).
+pub const MAX_HOLD: Duration = Duration::from_secs(600);
+/// Largest `retry_after` (sent as `Retry-After` in whole seconds).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// Largest `first_attempts`.
+pub const MAX_FIRST_ATTEMPTS: u32 = 1_000;
+/// Most rules in one profile.
+pub const MAX_RULES: usize = 256;
 
 /// `Some(None)` for an absent optional field, `None` for an invalid one.
 fn optional<T>(read: Option<Option<T>>) -> Option<Option<T>> {
@@ -92,6 +101,17 @@ fn profile(c: &mut Checker, root: &Node) -> Option<Profile> {
     }));
     let rules = match t.get("rules") {
         None => Some(Vec::new()),
+        Some(Node {
+            value: Value::Array(items),
+            line,
+        }) if items.len() > MAX_RULES => {
+            c.error(
+                *line,
+                "rules",
+                format!("expected at most {MAX_RULES} rules, got {}", items.len()),
+            );
+            None
+        }
         Some(Node {
             value: Value::Array(items),
             ..
@@ -157,7 +177,10 @@ fn latency(c: &mut Checker, t: &Table) -> Option<Latency> {
         }
     }
     let needs = format!("a duration: the {name:?} distribution needs {}", params.join(" and "));
-    let dur = |c: &mut Checker, key: &str| c.require(t, key, &needs).and_then(|n| c.duration(n, &t.field(key)));
+    let dur = |c: &mut Checker, key: &str| {
+        c.require(t, key, &needs)
+            .and_then(|n| c.duration_within(n, &t.field(key), MAX_HOLD))
+    };
     let distribution = match *name {
         "fixed" => Some(Distribution::Fixed {
             value: dur(c, "value")?,
@@ -195,7 +218,10 @@ fn latency(c: &mut Checker, t: &Table) -> Option<Latency> {
             })
         }
     };
-    let cap = optional(t.get("cap").map(|n| c.positive_duration(n, &t.field("cap"))));
+    let cap = optional(
+        t.get("cap")
+            .map(|n| c.positive_duration_within(n, &t.field("cap"), MAX_HOLD)),
+    );
     ok.then_some(Latency {
         distribution: distribution?,
         cap: cap?,
@@ -250,9 +276,15 @@ pub(crate) fn rule(c: &mut Checker, node: &Node, path: &str) -> Option<Rule> {
         _ => Some(When::BeforeCommit),
     };
     let first_attempts = optional(t.get("first_attempts").map(|n| {
-        let expected = "a whole number of attempts, at least 1";
-        c.integer_in(n, &t.field("first_attempts"), 1, i64::from(u32::MAX), expected)
-            .map(|i| i as u32)
+        let expected = format!("a whole number of attempts, from 1 to {MAX_FIRST_ATTEMPTS}");
+        c.integer_in(
+            n,
+            &t.field("first_attempts"),
+            1,
+            i64::from(MAX_FIRST_ATTEMPTS),
+            &expected,
+        )
+        .map(|i| i as u32)
     }));
     let matches = optional(t.get("match").map(|n| matcher(c, n, &t.field("match"))));
     let window = optional(t.get("window").map(|n| window(c, n, &t.field("window"))));
@@ -332,7 +364,7 @@ fn action(c: &mut Checker, t: &Table, kind: &str, when: When) -> Option<Action> 
             let n = c.require(t, "hang", "a duration such as \"10s\" (how long to hold the request)")?;
             Fault::Hang {
                 when,
-                hang: c.positive_duration(n, &t.field("hang"))?,
+                hang: c.positive_duration_within(n, &t.field("hang"), MAX_HOLD)?,
             }
         }
         "error" => {
@@ -346,7 +378,7 @@ fn action(c: &mut Checker, t: &Table, kind: &str, when: When) -> Option<Action> 
         "rate_limit" => {
             let retry_after = match t.get("retry_after") {
                 None => Duration::from_secs(1),
-                Some(n) => c.duration(n, &t.field("retry_after"))?,
+                Some(n) => c.duration_within(n, &t.field("retry_after"), MAX_RETRY_AFTER)?,
             };
             Fault::RateLimit { retry_after }
         }
@@ -359,7 +391,7 @@ fn action(c: &mut Checker, t: &Table, kind: &str, when: When) -> Option<Action> 
         _ => {
             let n = c.require(t, "duration", "a duration such as \"2s\" (how long the body takes)")?;
             Fault::SlowBody {
-                duration: c.positive_duration(n, &t.field("duration"))?,
+                duration: c.positive_duration_within(n, &t.field("duration"), MAX_HOLD)?,
             }
         }
     };

@@ -24,6 +24,43 @@ pub struct Config {
     /// The fault profile active at start-up, and its source text.
     pub profile: Profile,
     pub profile_source: String,
+    /// What one client may cost the server: timeouts, connections, the shutdown deadline.
+    pub limits: Limits,
+}
+
+/// The HTTP edge's limits (`fauxpay serve --header-timeout …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// From when the server waits for a request (a new connection, or an idle
+    /// keep-alive one) until its whole header has arrived; then the connection is closed.
+    pub header_timeout: Duration,
+    /// To receive a request's whole body once its header is in (408 beyond it).
+    pub body_timeout: Duration,
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+    /// On shutdown, how long in-flight requests may take before every connection is cut.
+    pub shutdown_deadline: Duration,
+}
+
+impl Limits {
+    /// The default `--max-connections`: 10,000, or less when the open-file limit (after
+    /// raising the soft limit to the hard one) leaves less room: 3/4 of it, so files,
+    /// the listener and outgoing connections still fit.
+    pub fn default_max_connections(open_file_limit: Option<u64>) -> usize {
+        let room = open_file_limit.map_or(u64::MAX, |n| n / 4 * 3);
+        usize::try_from(room.clamp(16, 10_000)).unwrap_or(10_000)
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+            shutdown_deadline: Duration::from_secs(5),
+        }
+    }
 }
 
 impl Default for Config {
@@ -38,6 +75,7 @@ impl Default for Config {
             admin_token: None,
             profile: faults::bundled::load("happy").expect("the bundled happy profile is valid"),
             profile_source: faults::bundled::text("happy").unwrap_or_default().to_string(),
+            limits: Limits::default(),
         }
     }
 }

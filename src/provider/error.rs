@@ -20,6 +20,8 @@ pub enum Status {
     PaymentRequired,
     NotFound,
     MethodNotAllowed,
+    /// The request body did not arrive in time.
+    RequestTimeout,
     Conflict,
     PayloadTooLarge,
     UnsupportedMediaType,
@@ -40,6 +42,7 @@ impl Status {
             Status::PaymentRequired => 402,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
+            Status::RequestTimeout => 408,
             Status::Conflict => 409,
             Status::PayloadTooLarge => 413,
             Status::UnsupportedMediaType => 415,

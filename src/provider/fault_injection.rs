@@ -145,30 +145,44 @@ pub struct PlanInput<'a> {
     pub correlation_id: Option<&'a CorrelationId>,
     /// The `Fauxpay-Fault` header, if sent.
     pub forced: Option<&'a str>,
+    /// The provider's time now (its [`Clock`](crate::provider::clock::Clock)).
+    pub now: Instant,
 }
 
-/// Attempt numbers by identity: the counts in a vector, an index of positions (4 bytes
-/// an identity) to find them.
+/// One identity's attempts: how many, and when the last one came (nanoseconds since
+/// the injector's epoch), so that it can expire with the identity's key.
+struct Counted {
+    identity: Arc<str>,
+    count: u32,
+    last_ns: u64,
+}
+
+/// Attempt numbers by identity. Only identities that can come back are kept (an
+/// idempotency key, a correlation id); each leaves when its last attempt is older than
+/// the key TTL ([`FaultInjector::purge_attempts`]), so the table is bounded like the
+/// idempotency store.
 #[derive(Default)]
 struct Attempts {
-    index: HashTable<u32>,
-    counts: Vec<(Arc<str>, u32)>,
+    table: HashTable<Counted>,
 }
 
 impl Attempts {
-    /// Counts one more attempt of `identity`; returns its number (1 for the first).
-    fn next(&mut self, hash: u64, identity: &Arc<str>, hasher: &Hasher) -> u32 {
-        let counts = &mut self.counts;
-        if let Some(&i) = self.index.find(hash, |&i| *counts[i as usize].0 == **identity) {
-            let n = &mut counts[i as usize].1;
-            *n = n.saturating_add(1);
-            return *n;
+    /// Counts one more attempt of `identity` at `now_ns`; returns its number (1 for the first).
+    fn next(&mut self, hash: u64, identity: &Arc<str>, now_ns: u64, hasher: &Hasher) -> u32 {
+        if let Some(c) = self.table.find_mut(hash, |c| *c.identity == **identity) {
+            c.count = c.count.saturating_add(1);
+            c.last_ns = now_ns;
+            return c.count;
         }
-        counts.push((identity.clone(), 1));
-        let position = (counts.len() - 1) as u32;
-        let counts = &self.counts;
-        self.index
-            .insert_unique(hash, position, |&i| hasher.hash_one(&*counts[i as usize].0));
+        self.table.insert_unique(
+            hash,
+            Counted {
+                identity: identity.clone(),
+                count: 1,
+                last_ns: now_ns,
+            },
+            |c| hasher.hash_one(&*c.identity),
+        );
         1
     }
 }
@@ -177,6 +191,8 @@ pub struct FaultInjector {
     active: RwLock<Arc<ActiveProfile>>,
     attempts: Sharded<Attempts>,
     hasher: Hasher,
+    /// Attempts' times are kept relative to this.
+    epoch: Instant,
     anonymous: AtomicU64,
     log: Sharded<VecDeque<RequestRecord>>,
     log_seq: AtomicU64,
@@ -189,6 +205,7 @@ impl FaultInjector {
             active: RwLock::new(Arc::new(activate(profile, source))),
             attempts: Sharded::default(),
             hasher: Hasher::default(),
+            epoch: Instant::now(),
             anonymous: AtomicU64::new(0),
             log: Sharded::default(),
             log_seq: AtomicU64::new(0),
@@ -209,15 +226,22 @@ impl FaultInjector {
 
     /// Decides what happens to a request, counting it as its identity's next attempt.
     pub fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
-        let identity: Arc<str> = match (input.idempotency_key, input.correlation_id) {
-            (Some(k), _) => k.shared().clone(),
-            (None, Some(c)) => format!("correlation:{}", c.as_str()).into(),
-            (None, None) => format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
+        let (identity, returns): (Arc<str>, bool) = match (input.idempotency_key, input.correlation_id) {
+            (Some(k), _) => (k.shared().clone(), true),
+            (None, Some(c)) => (format!("correlation:{}", c.as_str()).into(), true),
+            (None, None) => (
+                format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
+                false,
+            ),
         };
-        let attempt = {
+        // An anonymous request is its identity's only attempt: nothing to remember.
+        let attempt = if returns {
             let hash = self.hasher.hash_one(&*identity);
+            let now_ns = self.nanos(input.now);
             let mut shard = self.attempts.lock(&hash);
-            shard.next(hash, &identity, &self.hasher)
+            shard.next(hash, &identity, now_ns, &self.hasher)
+        } else {
+            1
         };
         let payment_method = input.params.opt_str("payment_method").ok().flatten();
         let decision = if let Some(header) = input.forced {
@@ -258,6 +282,30 @@ impl FaultInjector {
             decision,
             label,
         })
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Forgets the attempts of identities not seen for `ttl` (their keys have expired
+    /// too: a retry after that is a new request); returns how many went.
+    pub fn purge_attempts(&self, now: Instant, ttl: Duration) -> usize {
+        let now = self.nanos(now);
+        let ttl = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
+        let mut purged = 0;
+        for shard in self.attempts.iter() {
+            let mut shard = shard.lock();
+            let before = shard.table.len();
+            shard.table.retain(|c| now.saturating_sub(c.last_ns) < ttl);
+            purged += before - shard.table.len();
+        }
+        purged
+    }
+
+    /// Identities whose attempts are being counted.
+    pub fn counted_identities(&self) -> usize {
+        self.attempts.iter().map(|s| s.lock().table.len()).sum()
     }
 
     /// Adds a request to the log (the oldest entries fall out beyond the capacity).
@@ -351,7 +399,36 @@ mod tests {
             idempotency_key: key,
             correlation_id: None,
             forced: None,
+            now: Instant::now(),
         }
+    }
+
+    #[test]
+    fn anonymous_requests_leave_no_attempt_behind_and_keys_expire() {
+        let inj = injector(DROP_ALL);
+        let params = Params::default();
+        for _ in 0..100_000 {
+            let plan = inj.plan(&input(&params, None)).unwrap();
+            assert_eq!(plan.attempt, 1);
+        }
+        assert_eq!(inj.counted_identities(), 0, "100k anonymous requests");
+        let keys: Vec<_> = (0..100)
+            .map(|i| IdempotencyKey::parse(&format!("k{i}")).unwrap())
+            .collect();
+        for key in &keys {
+            inj.plan(&input(&params, Some(key))).unwrap();
+        }
+        let correlation = CorrelationId::new("order-1");
+        let mut by_order = input(&params, None);
+        by_order.correlation_id = Some(&correlation);
+        assert_eq!(inj.plan(&by_order).unwrap().attempt, 1);
+        assert_eq!(inj.plan(&by_order).unwrap().attempt, 2);
+        assert_eq!(inj.counted_identities(), 101);
+        let ttl = Duration::from_secs(60);
+        assert_eq!(inj.purge_attempts(Instant::now(), ttl), 0, "within the TTL");
+        assert_eq!(inj.purge_attempts(Instant::now() + ttl, ttl), 101);
+        assert_eq!(inj.counted_identities(), 0);
+        assert_eq!(inj.plan(&input(&params, Some(&keys[0]))).unwrap().attempt, 1);
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub struct Metrics {
     pub key_mismatches: Counter,
     /// `/v1` requests being executed right now (held and delayed ones included).
     pub in_flight: Gauge,
+    /// Connections open now, and those refused beyond `--max-connections`.
+    pub connections: Gauge,
+    pub connections_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -57,7 +60,18 @@ impl Default for Metrics {
         let duration = Histogram::new(BUCKETS);
         let (replays, in_flight_conflicts, key_mismatches) = Default::default();
         let in_flight = Gauge::default();
+        let (connections, connections_refused) = (Gauge::default(), Counter::default());
         let mut registry = Registry::default();
+        registry.register(
+            "fauxpay_connections_open",
+            "HTTP connections open now (held ones included)",
+            Gauge::clone(&connections),
+        );
+        registry.register(
+            "fauxpay_connections_refused",
+            "Connections refused with 503 because --max-connections were open",
+            Counter::clone(&connections_refused),
+        );
         registry.register(
             "fauxpay_http_requests",
             "HTTP requests by route, method and status",
@@ -96,6 +110,8 @@ impl Default for Metrics {
             in_flight_conflicts,
             key_mismatches,
             in_flight,
+            connections,
+            connections_refused,
         }
     }
 }

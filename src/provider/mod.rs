@@ -55,7 +55,8 @@ pub mod test_support;
 pub mod three_ds;
 
 pub use app::Provider;
-pub use config::Config;
+pub use config::{Config, Limits};
 pub use http::serve::{serve, RunningProvider};
+pub use http::server::raise_open_file_limit;
 pub use idempotency::Mode as IdempotencyMode;
 pub use payments::{CorrelationSource, DuplicatePolicy};

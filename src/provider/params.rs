@@ -107,29 +107,28 @@ fn push_text(text: &mut String, s: &str) -> Span {
 
 impl Params {
     /// Parses a form-encoded body or query string with Stripe's bracket notation.
+    ///
+    /// A name or value that is not UTF-8 once decoded, or holds a NUL character, is a
+    /// 400 naming the parameter: replacing the bytes would make two different values
+    /// (`%FF%FE`, `%80%81`) one.
     pub fn from_form(input: &[u8]) -> Result<Self, ApiError> {
         if input.len() > u32::MAX as usize / 2 {
             return Err(ApiError::invalid_request("Request body is too large.", None));
         }
-        let input = match std::str::from_utf8(input) {
-            Ok(valid) => Cow::Borrowed(valid),
-            Err(_) => String::from_utf8_lossy(input),
-        };
         let mut text = String::with_capacity(input.len());
         let mut root = Node::Object(Vec::with_capacity(8));
         let mut count = 0usize;
         let mut indexed = false;
-        for (name, value) in form_pairs(&input) {
+        for (name, value) in form_pairs(input) {
             if name.is_empty() {
                 continue;
             }
             count += 1;
             if count > MAX_PARAMS {
-                return Err(ApiError::invalid_request(
-                    format!("Too many parameters: at most {MAX_PARAMS} are accepted."),
-                    None,
-                ));
+                return Err(too_many_params());
             }
+            let name = utf8_name(name)?;
+            let value = utf8_value(&name, value)?;
             let path = split_brackets(&name)?;
             let path = path.as_slice();
             indexed |= path
@@ -156,9 +155,16 @@ impl Params {
         match serde_json::from_slice::<Value>(input) {
             Ok(value @ Value::Object(_)) => {
                 let mut text = String::new();
-                match node_of(&mut text, &value) {
-                    Node::Object(root) => Ok(Self { text, root }),
-                    _ => Ok(Self::default()),
+                let mut budget = MAX_PARAMS;
+                match node_of(&mut text, &value, &mut budget) {
+                    Ok(Node::Object(root)) => Ok(Self { text, root }),
+                    Ok(_) => Ok(Self::default()),
+                    Err(JsonReject::TooMany) => Err(too_many_params()),
+                    Err(JsonReject::Nul(mut path)) => {
+                        path.reverse();
+                        let name = bracket_name(&path);
+                        Err(nul_in(&name))
+                    }
                 }
             }
             Ok(_) => Err(ApiError::invalid_request(
@@ -408,25 +414,118 @@ fn invalid_bool(name: &str) -> ApiError {
     ApiError::invalid_param(name, format!("Invalid boolean: {name} must be true or false."))
 }
 
-/// The tree of a JSON value, its strings appended to `text`.
-fn node_of(text: &mut String, value: &Value) -> Node {
-    match value {
+/// Why a JSON body is refused after it parsed.
+enum JsonReject {
+    /// More than [`MAX_PARAMS`] parameters (leaves, empty objects and lists).
+    TooMany,
+    /// A NUL character in a key or string; the path to it, innermost segment first.
+    Nul(Vec<String>),
+}
+
+/// The tree of a JSON value, its strings appended to `text`; `budget` is the number of
+/// parameters still allowed (as a form counts them: one per leaf or empty container).
+fn node_of(text: &mut String, value: &Value, budget: &mut usize) -> Result<Node, JsonReject> {
+    let empty = match value {
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => true,
+    };
+    if empty {
+        *budget = budget.checked_sub(1).ok_or(JsonReject::TooMany)?;
+    }
+    Ok(match value {
         Value::Null => Node::Null,
         Value::Bool(b) => Node::Bool(*b),
         Value::Number(n) => Node::Number(push_text(text, &n.to_string())),
+        Value::String(s) if s.contains('\0') => return Err(JsonReject::Nul(Vec::new())),
         Value::String(s) => Node::String(push_text(text, s)),
-        Value::Array(a) => Node::List(a.iter().map(|v| node_of(text, v)).collect()),
+        Value::Array(a) => Node::List(
+            a.iter()
+                .enumerate()
+                .map(|(i, v)| node_of(text, v, budget).map_err(|e| e.within(i.to_string())))
+                .collect::<Result<_, _>>()?,
+        ),
         Value::Object(m) => {
             let mut entries: Vec<(Span, Node)> = m
                 .iter()
                 .map(|(k, v)| {
+                    if k.contains('\0') {
+                        return Err(JsonReject::Nul(vec![k.clone()]));
+                    }
                     let key = push_text(text, k);
-                    (key, node_of(text, v))
+                    Ok((key, node_of(text, v, budget).map_err(|e| e.within(k.clone()))?))
                 })
-                .collect();
+                .collect::<Result<_, _>>()?;
             sort_entries(text, &mut entries);
             Node::Object(entries)
         }
+    })
+}
+
+impl JsonReject {
+    fn within(self, segment: String) -> Self {
+        match self {
+            JsonReject::Nul(mut path) => {
+                path.push(segment);
+                JsonReject::Nul(path)
+            }
+            other => other,
+        }
+    }
+}
+
+/// `a[b][c]` from `["a", "b", "c"]`: how Stripe names a nested parameter.
+fn bracket_name(path: &[String]) -> String {
+    let mut name = path.first().cloned().unwrap_or_default();
+    for seg in path.iter().skip(1) {
+        name.push('[');
+        name.push_str(seg);
+        name.push(']');
+    }
+    name
+}
+
+fn too_many_params() -> ApiError {
+    ApiError::invalid_request(format!("Too many parameters: at most {MAX_PARAMS} are accepted."), None)
+}
+
+fn nul_in(name: &str) -> ApiError {
+    ApiError::invalid_param(
+        name,
+        format!("Invalid string: {name} must not contain NUL (\\u0000) characters."),
+    )
+}
+
+/// A decoded parameter name as text (not UTF-8, or holding a NUL: a 400).
+fn utf8_name(name: Cow<'_, [u8]>) -> Result<Cow<'_, str>, ApiError> {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).replace('\0', "\\u0000");
+    let name = match name {
+        Cow::Borrowed(b) => std::str::from_utf8(b).map(Cow::Borrowed).map_err(|_| lossy(b)),
+        Cow::Owned(v) => String::from_utf8(v).map(Cow::Owned).map_err(|e| lossy(e.as_bytes())),
+    };
+    match name {
+        Ok(n) if n.contains('\0') => Err(nul_in(&n.replace('\0', "\\u0000"))),
+        Ok(n) => Ok(n),
+        Err(lossy) => Err(ApiError::invalid_param(
+            &lossy,
+            format!("Invalid parameter name: '{lossy}' is not valid UTF-8 once decoded."),
+        )),
+    }
+}
+
+/// A decoded value as text (not UTF-8, or holding a NUL: a 400 naming `name`).
+fn utf8_value<'a>(name: &str, value: Cow<'a, [u8]>) -> Result<Cow<'a, str>, ApiError> {
+    let value = match value {
+        Cow::Borrowed(b) => std::str::from_utf8(b).ok().map(Cow::Borrowed),
+        Cow::Owned(v) => String::from_utf8(v).ok().map(Cow::Owned),
+    };
+    match value {
+        Some(v) if v.contains('\0') => Err(nul_in(name)),
+        Some(v) => Ok(v),
+        None => Err(ApiError::invalid_param(
+            name,
+            format!("Invalid string: {name} must be valid UTF-8 text once percent-decoded."),
+        )),
     }
 }
 
@@ -467,28 +566,26 @@ fn write_text(out: &mut impl std::io::Write, text: &str) -> std::io::Result<()> 
     out.write_all(text.as_bytes())
 }
 
-/// The `name=value` pairs of a form body or query string, decoded (`+` is a space,
-/// `%XX` a byte, invalid UTF-8 replaced), as `application/x-www-form-urlencoded` says.
-/// The input was checked for UTF-8 once (invalid bytes replaced); a piece with nothing
-/// to decode, the usual case, is borrowed, not copied.
-fn form_pairs(input: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
-    // A byte scan: the separators are ASCII, so every cut is a character boundary.
-    let bytes = input.as_bytes();
+/// The `name=value` pairs of a form body or query string, decoded to bytes (`+` is a
+/// space, `%XX` a byte), as `application/x-www-form-urlencoded` says; the caller checks
+/// them for UTF-8. A piece with nothing to decode, the usual case, is borrowed, not
+/// copied.
+fn form_pairs(input: &[u8]) -> impl Iterator<Item = (Cow<'_, [u8]>, Cow<'_, [u8]>)> {
     let mut start = 0;
     std::iter::from_fn(move || {
-        while start < bytes.len() {
-            let end = bytes[start..]
+        while start < input.len() {
+            let end = input[start..]
                 .iter()
                 .position(|&b| b == b'&')
-                .map_or(bytes.len(), |i| start + i);
+                .map_or(input.len(), |i| start + i);
             let piece = &input[start..end];
             start = end + 1;
             if piece.is_empty() {
                 continue;
             }
-            let (name, value) = match piece.bytes().position(|b| b == b'=') {
+            let (name, value) = match piece.iter().position(|&b| b == b'=') {
                 Some(eq) => (&piece[..eq], &piece[eq + 1..]),
-                None => (piece, ""),
+                None => (piece, &b""[..]),
             };
             return Some((form_decode(name), form_decode(value)));
         }
@@ -496,11 +593,10 @@ fn form_pairs(input: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)>
     })
 }
 
-fn form_decode(raw: &str) -> Cow<'_, str> {
-    if !raw.bytes().any(|b| b == b'%' || b == b'+') {
+fn form_decode(raw: &[u8]) -> Cow<'_, [u8]> {
+    if !raw.iter().any(|&b| b == b'%' || b == b'+') {
         return Cow::Borrowed(raw);
     }
-    let raw = raw.as_bytes();
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut bytes = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -522,10 +618,7 @@ fn form_decode(raw: &str) -> Cow<'_, str> {
         }
         i += 1;
     }
-    match String::from_utf8(bytes) {
-        Ok(s) => Cow::Owned(s),
-        Err(e) => Cow::Owned(String::from_utf8_lossy(e.as_bytes()).into_owned()),
-    }
+    Cow::Owned(bytes)
 }
 
 /// The segments of a parameter name, on the stack (at most [`MAX_DEPTH`]).
@@ -751,16 +844,44 @@ mod tests {
             "metadata%5Border_id%5D=o%201&amount=2000",
         ];
         for case in cases {
-            let ours: Vec<(String, String)> = form_pairs(case)
+            let ours: Vec<(Vec<u8>, Vec<u8>)> = form_pairs(case.as_bytes())
                 .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect();
-            let reference: Vec<(String, String)> = form_urlencoded::parse(case.as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            let reference: Vec<(Vec<u8>, Vec<u8>)> = form_urlencoded::parse(case.as_bytes())
+                .into_owned()
+                .map(|(k, v)| (k.into_bytes(), v.into_bytes()))
+                .filter(|(_, v)| v != "\u{fffd}".as_bytes())
                 .collect();
+            let ours: Vec<_> = ours.into_iter().filter(|(_, v)| v != &[0xff]).collect();
             assert_eq!(ours, reference, "{case}");
         }
         let p = form("metadata%5Border_id%5D=o%201");
         assert_eq!(p.lookup_text(&["metadata".into(), "order_id".into()]), Some("o 1"));
+    }
+
+    #[test]
+    fn invalid_utf8_and_nul_are_errors_naming_the_param() {
+        for body in [
+            &b"metadata[order_id]=%FF%FE"[..],
+            b"metadata[order_id]=%80%81",
+            b"metadata[order_id]=\xff",
+        ] {
+            let err = Params::from_form(body).unwrap_err();
+            assert_eq!(err.status.code(), 400);
+            assert_eq!(err.code.as_deref(), Some("parameter_invalid"));
+            assert_eq!(err.param.as_deref(), Some("metadata[order_id]"), "{body:?}");
+        }
+        let err = Params::from_form(b"description=a%00b").unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("description"));
+        assert!(err.message.contains("NUL"), "{}", err.message);
+        assert!(Params::from_form(b"a%FF=1").unwrap_err().param.is_some());
+        assert!(Params::from_form(b"a%00=1").unwrap_err().param.is_some());
+        let err = Params::from_json(br#"{"metadata":{"order_id":"a\u0000b"}}"#).unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("metadata[order_id]"));
+        let err = Params::from_json(br#"{"items":[{"p":"\u0000"}]}"#).unwrap_err();
+        assert_eq!(err.param.as_deref(), Some("items[0][p]"));
+        // Valid multi-byte text is kept as sent.
+        assert_eq!(form("d=%E2%82%AC").opt_str("d").unwrap(), Some("€"));
     }
 
     #[test]
@@ -815,5 +936,13 @@ mod tests {
     fn too_many_params_is_an_error() {
         let body: String = (0..=MAX_PARAMS).map(|i| format!("metadata[k{i}]=v&")).collect();
         assert!(Params::from_form(body.as_bytes()).is_err());
+        // JSON bodies get the same cap, top level or nested.
+        let top: serde_json::Map<String, Value> = (0..=MAX_PARAMS).map(|i| (format!("k{i}"), json!("v"))).collect();
+        let err = Params::from_json(&serde_json::to_vec(&top).unwrap()).unwrap_err();
+        assert!(err.message.contains("Too many parameters"), "{}", err.message);
+        let nested = json!({"metadata": (0..=MAX_PARAMS).map(|i| (format!("k{i}"), json!({}))).collect::<serde_json::Map<_, _>>()});
+        assert!(Params::from_json(&serde_json::to_vec(&nested).unwrap()).is_err());
+        let fits: serde_json::Map<String, Value> = (0..MAX_PARAMS).map(|i| (format!("k{i}"), json!(i))).collect();
+        assert!(Params::from_json(&serde_json::to_vec(&fits).unwrap()).is_ok());
     }
 }

@@ -155,6 +155,7 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
         idempotency_key: req.idempotency_key.as_ref(),
         correlation_id: correlation_id.as_ref(),
         forced: req.forced_fault.as_deref(),
+        now: app.clock.now(),
     }) {
         Ok(plan) => plan,
         Err(e) => return Delivery::Send(Answer::error(&e)),

@@ -138,6 +138,35 @@ impl Clause {
     }
 }
 
+/// The canonical text of a query: what [`Query::parse`] reads back as the same query
+/// (values and metadata keys single-quoted, `\\` and `'` escaped).
+impl std::fmt::Display for Query {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let quote = |s: &str| s.replace('\\', "\\\\").replace('\'', "\\'");
+        for (i, c) in self.clauses.iter().enumerate() {
+            if i > 0 {
+                f.write_str(if self.any { " OR " } else { " AND " })?;
+            }
+            if c.negated {
+                f.write_str("-")?;
+            }
+            match &c.field {
+                Field::Named(n) => f.write_str(n)?,
+                Field::Metadata(k) => write!(f, "metadata['{}']", quote(k))?,
+            }
+            let op = match c.op {
+                Op::Eq => ":",
+                Op::Gt => ">",
+                Op::Lt => "<",
+                Op::Gte => ">=",
+                Op::Lte => "<=",
+            };
+            write!(f, "{op}'{}'", quote(&c.value))?;
+        }
+        Ok(())
+    }
+}
+
 fn parse_clause(s: &str) -> Result<(Clause, &str), ApiError> {
     let (negated, s) = match s.strip_prefix('-') {
         Some(r) => (true, r),
@@ -175,6 +204,9 @@ fn parse_clause(s: &str) -> Result<(Clause, &str), ApiError> {
     };
     let (value, rest) = match quoted(s) {
         Some(v) => v,
+        None if s.starts_with(['\'', '"']) => {
+            return Err(bad("Search query: a quoted value has no closing quote."));
+        }
         None => {
             let end = s.find(char::is_whitespace).unwrap_or(s.len());
             if end == 0 {
@@ -279,6 +311,8 @@ mod tests {
             "status:'a' AND amount>1 OR x:'y'",
             "status:'a' NOT x:'b'",
             "metadata['a':'b'",
+            "status:'succeeded",
+            "metadata['order_id']:\"o-1",
         ] {
             let e = Query::parse(bad).unwrap_err();
             assert_eq!(e.param.as_deref(), Some("query"), "{bad}");

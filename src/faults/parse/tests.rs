@@ -335,6 +335,46 @@ fn durations_must_be_valid_and_not_negative() {
 }
 
 #[test]
+fn durations_and_counts_are_bounded() {
+    assert_eq!(
+        error("[[rules]]\nkind = \"hang\"\nhang = \"1000000000h\"\n"),
+        "x.toml:6: rules[0].hang: expected a duration of at most 10m, got \"1000000000h\""
+    );
+    assert_eq!(
+        error("[[rules]]\nkind = \"rate_limit\"\nretry_after = \"584542046090years\"\n"),
+        "x.toml:6: rules[0].retry_after: expected a duration of at most 1h, got \"584542046090years\""
+    );
+    assert_eq!(
+        error("[latency]\ndistribution = \"lognormal\"\nmedian = \"100days\"\nsigma = 1.0\n"),
+        "x.toml:6: latency.median: expected a duration of at most 10m, got \"100days\""
+    );
+    assert_eq!(
+        error("[latency]\ndistribution = \"fixed\"\nvalue = \"1s\"\ncap = \"2h\"\n"),
+        "x.toml:7: latency.cap: expected a duration of at most 10m, got \"2h\""
+    );
+    assert_eq!(
+        error("[[rules]]\nkind = \"slow_body\"\nduration = \"11m\"\n"),
+        "x.toml:6: rules[0].duration: expected a duration of at most 10m, got \"11m\""
+    );
+    assert_eq!(
+        error("key_ttl = \"31days\"\n"),
+        "x.toml:4: key_ttl: expected a duration of at most 30days, got \"31days\""
+    );
+    assert_eq!(
+        error("[[rules]]\nkind = \"error\"\nfirst_attempts = 1001\n"),
+        "x.toml:6: rules[0].first_attempts: expected a whole number of attempts, from 1 to 1000, got 1001"
+    );
+    let many = "[[rules]]\nkind = \"error\"\n".repeat(MAX_RULES + 1);
+    assert_eq!(error(&many), "x.toml:4: rules: expected at most 256 rules, got 257");
+    // At the bounds: accepted.
+    ok("key_ttl = \"30days\"\n[[rules]]\nkind = \"hang\"\nhang = \"10m\"\nfirst_attempts = 1000\n");
+    // The Fauxpay-Fault header is checked by the same rules.
+    assert!(crate::faults::parse_forced("hang; hang=1000000000h")
+        .unwrap_err()
+        .contains("at most 10m"));
+}
+
+#[test]
 fn latency_distributions_are_checked() {
     assert_eq!(
         error("[latency]\ndistribution = \"lognormall\"\nmedian = \"1s\"\nsigma = 1\n"),
@@ -425,7 +465,7 @@ fn matches_and_windows_are_checked() {
     );
     assert_eq!(
         error(&format!("{rule}first_attempts = 0\n")),
-        "x.toml:6: rules[0].first_attempts: expected a whole number of attempts, at least 1, got 0"
+        "x.toml:6: rules[0].first_attempts: expected a whole number of attempts, from 1 to 1000, got 0"
     );
     let p = ok(&format!("{rule}[rules.match]\namount = 250\n"));
     assert_eq!(

@@ -23,7 +23,7 @@ use axum::Json;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::extract::{ApiRequest, MAX_BODY_BYTES};
+use super::extract::{read_body, ApiRequest, MAX_BODY_BYTES};
 use crate::faults;
 use crate::provider::app::Provider;
 use crate::provider::error::{ApiError, ErrorType, Status};
@@ -53,12 +53,7 @@ pub fn routes(provider: AppState) -> Vec<(&'static str, MethodRouter<AppState>)>
 
 async fn admin_auth(State(app): State<AppState>, req: Request<axum::body::Body>, next: Next) -> Response {
     if let Some(token) = &app.config.admin_token {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if presented != Some(token.as_str()) {
+        if !token_matches(req.headers().get(header::AUTHORIZATION), token) {
             return ApiError::unauthorized(
                 "The fauxpay admin API requires 'Authorization: Bearer <admin token>' (fauxpay serve --admin-token).",
             )
@@ -66,6 +61,24 @@ async fn admin_auth(State(app): State<AppState>, req: Request<axum::body::Body>,
         }
     }
     next.run(req).await
+}
+
+/// Whether an `Authorization` header presents `token` as a bearer token: the scheme
+/// case-insensitively (RFC 9110 §11.1), the token compared in constant time (a timing
+/// difference must not tell how much of a guess was right).
+fn token_matches(authorization: Option<&HeaderValue>, token: &str) -> bool {
+    let Some(value) = authorization.map(HeaderValue::as_bytes) else {
+        return false;
+    };
+    let Some((scheme, presented)) = value.split_at_checked(7) else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return false;
+    }
+    let presented = presented.trim_ascii();
+    // Lengths differ: unequal (the token's length is not the secret).
+    bool::from(subtle::ConstantTimeEq::ct_eq(presented, token.as_bytes()))
 }
 
 async fn health(State(app): State<AppState>) -> Response {
@@ -134,9 +147,10 @@ async fn profile(State(app): State<AppState>) -> Response {
 }
 
 async fn swap_profile(State(app): State<AppState>, req: RawRequest) -> Response {
-    let bytes = match axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES).await {
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(&parts, body, app.config.limits.body_timeout).await {
         Ok(b) => b,
-        Err(_) => {
+        Err(e) if e.status == Status::PayloadTooLarge => {
             return ApiError::new(
                 Status::PayloadTooLarge,
                 ErrorType::InvalidRequestError,
@@ -144,6 +158,7 @@ async fn swap_profile(State(app): State<AppState>, req: RawRequest) -> Response 
             )
             .into_response()
         }
+        Err(e) => return e.into_response(),
     };
     let Ok(text) = std::str::from_utf8(&bytes) else {
         return ApiError::invalid_request("The profile must be UTF-8 text (TOML or JSON).", None).into_response();
@@ -182,4 +197,23 @@ async fn requests(State(app): State<AppState>, req: ApiRequest) -> Response {
             && prefix.is_none_or(|p| r.correlation_id.as_ref().is_some_and(|c| c.as_str().starts_with(p)))
     });
     Json(json!({"object": "list", "data": records})).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_token_is_a_bearer_token_in_any_case() {
+        let ok = |h: &'static str| token_matches(Some(&HeaderValue::from_static(h)), "s3cret");
+        assert!(ok("Bearer s3cret"));
+        assert!(ok("bearer s3cret"));
+        assert!(ok("BEARER  s3cret "));
+        assert!(!ok("Bearer s3cre"));
+        assert!(!ok("Bearer s3cret2"));
+        assert!(!ok("Basic s3cret"));
+        assert!(!ok("Bearer"));
+        assert!(!ok("s3cret"));
+        assert!(!token_matches(None, "s3cret"));
+    }
 }

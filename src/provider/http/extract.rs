@@ -79,13 +79,9 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         let params = if reads_query {
             Params::from_form(parts.uri.query().unwrap_or("").as_bytes()).map_err(Rejection)?
         } else {
-            let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-                Rejection(ApiError::new(
-                    Status::PayloadTooLarge,
-                    ErrorType::InvalidRequestError,
-                    format!("Request body is too large: at most {MAX_BODY_BYTES} bytes are accepted."),
-                ))
-            })?;
+            let bytes = read_body(&parts, body, state.config.limits.body_timeout)
+                .await
+                .map_err(Rejection)?;
             parse_body(
                 parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
                 &bytes,
@@ -95,6 +91,12 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         let key_header = parts.headers.get(&headers::IDEMPOTENCY_KEY).cloned();
         let idempotency_key = if reads_query {
             None
+        } else if parts.headers.get_all(&headers::IDEMPOTENCY_KEY).iter().nth(1).is_some() {
+            // Which one would be the key? Taking the first would silently ignore the other.
+            return Err(Rejection(ApiError::invalid_request(
+                "A request may carry one Idempotency-Key header; this one has several.",
+                Some("Idempotency-Key".into()),
+            )));
         } else {
             let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
             match raw {
@@ -135,6 +137,39 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
             key_header,
             connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
         })
+    }
+}
+
+/// Reads a request body of at most [`MAX_BODY_BYTES`] within `timeout`: a declared
+/// `Content-Length` beyond the cap is a 413 at once (nothing is read), a body that grows
+/// beyond it (chunked) a 413 as soon as it does, and one that does not end in time a 408.
+pub async fn read_body(parts: &Parts, body: Body, timeout: std::time::Duration) -> Result<bytes::Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            Status::PayloadTooLarge,
+            ErrorType::InvalidRequestError,
+            format!("Request body is too large: at most {MAX_BODY_BYTES} bytes are accepted."),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(too_large()),
+        Err(_) => Err(ApiError::new(
+            Status::RequestTimeout,
+            ErrorType::InvalidRequestError,
+            format!(
+                "The request body did not arrive within {} (fauxpay serve --body-timeout).",
+                humantime::format_duration(timeout)
+            ),
+        )),
     }
 }
 

@@ -23,16 +23,21 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(sweep_expired_keys(provider.clone(), stop_rx));
     let app = routes::router(provider.clone());
+    let stats = server::ConnectionStats::new(
+        provider.metrics.connections.clone(),
+        provider.metrics.connections_refused.clone(),
+    );
+    let limits = provider.config.limits;
     let shutdown = async move {
         shutdown.await;
         provider.begin_stopping();
     };
-    let result = server::serve_connections(listener, app, shutdown).await;
+    let result = server::serve_connections(listener, app, shutdown, limits, stats).await;
     let _ = stop_tx.send(true);
     result
 }
 
-/// Purges expired idempotency keys so memory stays bounded by the TTL.
+/// Purges expired idempotency keys and attempt counts so memory stays bounded by the TTL.
 async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<bool>) {
     let store = &provider.idempotency;
     let every = (store.ttl() / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
@@ -40,9 +45,15 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let purged = store.purge_expired(provider.clock.now());
+                let now = provider.clock.now();
+                let purged = store.purge_expired(now);
                 if purged > 0 {
                     tracing::debug!(purged, "expired idempotency keys purged");
+                }
+                // The fault engine's attempt counts expire with their keys.
+                let purged = provider.faults.purge_attempts(now, store.ttl());
+                if purged > 0 {
+                    tracing::debug!(purged, "expired attempt counts purged");
                 }
             }
             _ = stop.changed() => return,
