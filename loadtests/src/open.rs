@@ -20,6 +20,9 @@ use crate::arrival::{Arrivals, Schedule};
 use crate::latency::{Latency, Percentiles};
 use crate::progress::Counters;
 
+/// The longest the scheduler sleeps without looking at goose's killswitch (Ctrl-C).
+const WAKE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// One checkout to start: its number in the schedule (1-based; a dropped start leaves a
 /// gap in the order ids) and when it was meant to start.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +51,8 @@ pub struct Dispatcher {
     seconds: Mutex<Vec<Second>>,
     intended_latency: Mutex<Latency>,
     counters: Arc<Counters>,
+    /// When Ctrl-C ended the schedule, how far into it.
+    stopped_after: OnceLock<std::time::Duration>,
 }
 
 impl Dispatcher {
@@ -64,6 +69,7 @@ impl Dispatcher {
             seconds: Mutex::new(Vec::new()),
             intended_latency: Mutex::new(Latency::default()),
             counters,
+            stopped_after: OnceLock::new(),
         });
         (d, tx)
     }
@@ -109,8 +115,17 @@ impl Dispatcher {
         self.second(whole.saturating_sub(1), |_| {});
         for (k, offset) in schedule.offsets().enumerate() {
             let at = t0 + offset;
-            if at > tokio::time::Instant::now() {
-                tokio::time::sleep_until(at).await;
+            // Ctrl-C (goose's killswitch) ends the schedule; users finish their checkouts.
+            while at > tokio::time::Instant::now() {
+                if goose::is_killswitch_triggered() {
+                    let _ = self.stopped_after.set(t0.elapsed());
+                    return;
+                }
+                tokio::time::sleep_until(at.min(tokio::time::Instant::now() + WAKE)).await;
+            }
+            if goose::is_killswitch_triggered() {
+                let _ = self.stopped_after.set(t0.elapsed());
+                return;
             } else if k % 256 == 255 {
                 // Behind schedule: catch up, but let the users run.
                 tokio::task::yield_now().await;
@@ -139,7 +154,10 @@ impl Dispatcher {
     }
 
     /// The run's open-model section of the report.
-    pub fn report(&self, about: OpenRun) -> OpenReport {
+    pub fn report(&self, mut about: OpenRun) -> OpenReport {
+        if let Some(stopped) = self.stopped_after.get() {
+            about.run_time_secs = about.run_time_secs.min(stopped.as_secs_f64());
+        }
         let seconds = self.seconds.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let latency = self.intended_latency.lock().unwrap_or_else(|e| e.into_inner()).clone();
         OpenReport::new(about, seconds, &latency)
@@ -165,6 +183,7 @@ pub struct OpenReport {
     pub arrivals: Arrivals,
     /// Users (most checkouts in flight), summed over merged runs.
     pub users: u64,
+    /// The schedule's length in seconds (up to Ctrl-C, when that stopped it).
     pub run_time_secs: f64,
     pub scheduled: u64,
     pub started: u64,
