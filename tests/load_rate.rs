@@ -23,17 +23,21 @@ struct Run {
 }
 
 async fn load(name: &str, args: &[&str]) -> Run {
-    let out = std::env::temp_dir().join(format!("fauxpay-rate-{}-{name}", std::process::id()));
+    let given = args
+        .iter()
+        .position(|a| *a == "--out")
+        .map(|i| PathBuf::from(args[i + 1]));
+    let out = given
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("fauxpay-rate-{}-{name}", std::process::id())));
     let _ = std::fs::remove_dir_all(&out);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fauxpay"));
-    cmd.arg("load").args(args).args([
-        "--out",
-        out.to_str().unwrap(),
-        "--client-timeout",
-        "2s",
-        "--backoff",
-        "10ms..20ms",
-    ]);
+    cmd.arg("load")
+        .args(args)
+        .args(["--client-timeout", "2s", "--backoff", "10ms..20ms"]);
+    if given.is_none() {
+        cmd.args(["--out", out.to_str().unwrap()]);
+    }
     let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -233,4 +237,96 @@ async fn the_open_model_refuses_what_it_cannot_honour() {
             run.stderr
         );
     }
+}
+
+/// Two generators sharing a rate, merged by directory as the Kubernetes merge Job does;
+/// a closed-model report beside them is refused in one line.
+#[tokio::test]
+async fn generators_sharing_a_rate_merge_by_directory() {
+    let h = Harness::start(with_profile(fauxpay::faults::bundled::load("happy").unwrap())).await;
+    let url = h.provider.url();
+    let dir = std::env::temp_dir().join(format!("fauxpay-rate-{}-gens", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for i in 0..2 {
+        let (id, out) = (format!("gen-{i}"), dir.join(i.to_string()));
+        let args = [
+            "--target",
+            &url,
+            "--provider",
+            &url,
+            "--template",
+            "stripe",
+            "--run-id",
+            &id,
+            "--rate",
+            "20/s",
+            "--generators",
+            "2",
+            "--run-time",
+            "1s",
+            "--users",
+            "10",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let run = load(&id, &args).await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(n(&run.report["open"]["scheduled"]), 10, "half of 20/s for 1 s");
+    }
+    let merge = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fauxpay"));
+        cmd.args(["report", "merge"]).arg(&dir).args(extra);
+        cmd.output().unwrap()
+    };
+    let out = dir.join("merged");
+    let merged = merge(&["--expect", "2", "--out", out.to_str().unwrap()]);
+    assert_eq!(
+        merged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(n(&m["open"]["scheduled"]), 20);
+    assert_eq!(n(&m["open"]["started"]) + n(&m["open"]["dropped"]), 20);
+    assert_eq!(n(&m["payments"]), n(&m["open"]["started"]));
+    assert_eq!(n(&h.summary().await["charges"]), n(&m["payments"]), "the ledger agrees");
+    assert_eq!(m["open"]["rate"], "20/s");
+    assert_eq!(m["runs"].as_array().unwrap().len(), 2);
+    // Again, with the merged folder now inside: it is skipped, not merged twice.
+    let again = merge(&["--expect", "2", "--out", out.to_str().unwrap()]);
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // A closed-model run's report in the same folder cannot be added to them.
+    let closed = dir.join("closed");
+    let args = [
+        "--target",
+        &url,
+        "--provider",
+        &url,
+        "--template",
+        "stripe",
+        "--run-id",
+        "closed",
+        "--users",
+        "1",
+        "--iterations",
+        "1",
+        "--out",
+        closed.to_str().unwrap(),
+    ];
+    assert_eq!(load("closed", &args).await.code, 0);
+    let refused = merge(&["--out", out.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("ran at a --rate (open model)") && err.contains("did not"),
+        "{err}"
+    );
 }
