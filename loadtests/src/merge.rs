@@ -37,9 +37,14 @@ pub fn merge(args: MergeArgs) -> Result<Report, LoadError> {
 fn wait_for(args: &MergeArgs) -> Result<Vec<PathBuf>, LoadError> {
     let started = Instant::now();
     loop {
-        let found = find(&args.reports, &args.out)?;
         let Some(expect) = args.expect else {
-            return Ok(found);
+            return find(&args.reports, &args.out);
+        };
+        // Generators may not have created the folder, or written anything, yet.
+        let found = match find(&args.reports, &args.out) {
+            Ok(found) => found.into_iter().filter(|p| p.is_file()).collect(),
+            Err(LoadError::Merge(_)) => Vec::new(),
+            Err(e) => return Err(e),
         };
         if found.len() > expect {
             return Err(LoadError::Merge(format!(
@@ -267,6 +272,19 @@ mod tests {
             wait: Duration::ZERO,
             out: d.join("merged"),
         };
+        for not_yet in [d.join("not-yet"), d.join("empty")] {
+            let waiting = MergeArgs {
+                reports: vec![not_yet],
+                expect: Some(1),
+                wait: Duration::ZERO,
+                out: d.join("merged"),
+            };
+            let e = merge(waiting).unwrap_err().to_string();
+            assert_eq!(
+                e, "cannot merge: found 0 of 1 reports after waiting 0s",
+                "waits, then says so"
+            );
+        }
         let short = merge(args(3)).unwrap_err().to_string();
         assert_eq!(short, "cannot merge: found 2 of 3 reports after waiting 0s");
         let many = merge(args(1)).unwrap_err().to_string();
