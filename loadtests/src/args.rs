@@ -61,6 +61,17 @@ pub struct LoadArgs {
     /// Seed of the run's random choices (default: random; the summary prints it).
     #[arg(long, help_heading = "fauxpay")]
     pub seed: Option<u64>,
+    /// Open model: checkouts started per second, fixed (200/s) or a linear ramp over
+    /// --run-time (50/s..400/s). --users is then the most checkouts in flight; a start that
+    /// finds every user busy is dropped. Without it, users run checkouts back to back.
+    #[arg(long, value_parser = crate::arrival::parse_rate, requires = "run_time", help_heading = "open model")]
+    pub rate: Option<crate::arrival::Rate>,
+    /// How --rate's start times are spread: uniform (1/rate apart) or poisson (seeded by --seed).
+    #[arg(long, value_enum, default_value_t, requires = "rate", help_heading = "open model")]
+    pub arrivals: crate::arrival::Arrivals,
+    /// This run is one of N generators sharing --rate: it starts 1/N of the checkouts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000), help_heading = "open model")]
+    pub generators: u32,
     /// Gate: most double-charged payments allowed.
     #[arg(long, default_value_t = 0, help_heading = "gates")]
     pub max_double_charges: u64,
@@ -79,9 +90,14 @@ pub struct LoadArgs {
     /// Gate: most payments left without a definite answer (not gated by default).
     #[arg(long, help_heading = "gates")]
     pub max_unresolved: Option<u64>,
-    /// Gate: slowest allowed p99 of a payment end to end, retries included (e.g. 3s).
+    /// Gate: slowest allowed p99 of a payment end to end, retries included (e.g. 3s); with
+    /// --rate, counted from each checkout's intended start.
     #[arg(long, value_parser = duration, help_heading = "gates")]
     pub max_p99: Option<Duration>,
+    /// Gate: most start times of --rate dropped because every user was busy (not gated by
+    /// default, as k6's dropped_iterations; always reported).
+    #[arg(long, requires = "rate", help_heading = "gates")]
+    pub max_dropped: Option<u64>,
     #[command(flatten)]
     pub goose: GooseConfiguration,
     /// Print the terminal summary when the run ends (embedders such as the demo print
@@ -93,8 +109,16 @@ pub struct LoadArgs {
 /// Combines report.json files of load generators run against one provider.
 #[derive(clap::Args, Clone)]
 pub struct MergeArgs {
-    #[arg(required = true, num_args = 2..)]
+    /// report.json files, or directories holding one report directory per generator
+    /// (every DIR/*/report.json, the --out directory excepted).
+    #[arg(required = true, num_args = 1..)]
     pub reports: Vec<PathBuf>,
+    /// Wait until this many reports are found (generators still running), then merge.
+    #[arg(long, value_name = "N")]
+    pub expect: Option<usize>,
+    /// How long --expect waits before giving up (exit 2).
+    #[arg(long, default_value = "0s", value_parser = duration, requires = "expect")]
+    pub wait: Duration,
     /// Where the merged report.json, report.md and junit.xml go.
     #[arg(long, default_value = "fauxpay-report-merged")]
     pub out: PathBuf,

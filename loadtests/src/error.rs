@@ -38,6 +38,8 @@ pub enum LoadError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: not a fauxpay report: {reason}")]
     Report { path: String, reason: String },
+    #[error("cannot merge: {0}")]
+    Merge(String),
 }
 
 impl LoadError {

@@ -11,12 +11,15 @@
 #![deny(unsafe_code)]
 
 pub mod args;
+pub mod arrival;
 pub mod client;
 pub mod error;
 pub mod journal;
 pub mod latency;
 pub mod ledger;
+pub mod merge;
 pub mod mix;
+pub mod open;
 pub mod progress;
 pub mod reconcile;
 pub mod report;
@@ -26,5 +29,6 @@ pub mod template;
 
 pub use args::{LoadArgs, MergeArgs};
 pub use error::{ConfigError, LoadError};
+pub use merge::merge;
 pub use report::Report;
-pub use run::{exit_code, merge, run};
+pub use run::{exit_code, run};

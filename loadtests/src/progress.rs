@@ -18,6 +18,8 @@ pub struct Counters {
     pub unresolved: AtomicU64,
     pub failed: AtomicU64,
     pub replays: AtomicU64,
+    /// Start times of the open model (`--rate`) that found every user busy.
+    pub dropped: AtomicU64,
 }
 
 impl Counters {
@@ -44,8 +46,12 @@ impl Counters {
     pub fn line(&self, elapsed: Duration) -> String {
         let secs = elapsed.as_secs_f64().max(0.001);
         let attempts = self.attempts.load(Ordering::Relaxed);
+        let dropped = match self.dropped.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(", {n} dropped"),
+        };
         format!(
-            "[{:>6.1}s] {attempts} attempts ({:.1}/s), {} payments done, {} failed, {} unresolved, {} replays",
+            "[{:>6.1}s] {attempts} attempts ({:.1}/s), {} payments done, {} failed, {} unresolved, {} replays{dropped}",
             secs,
             attempts as f64 / secs,
             self.payments.load(Ordering::Relaxed),

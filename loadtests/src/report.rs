@@ -16,6 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::LoadError;
 use crate::latency::{Latency, Percentiles};
 use crate::mix::Behaviour;
+use crate::open::OpenReport;
 use crate::reconcile::{Anomalies, AnomalyKind, BehaviourCounts, Example, Outcomes};
 
 /// Version of `report.json`; bumped on any incompatible change.
@@ -46,6 +47,9 @@ pub struct Thresholds {
     pub max_inconsistent_replays: u64,
     pub max_unresolved: Option<u64>,
     pub max_p99_ms: Option<f64>,
+    /// Open model (`--rate`): most start times dropped.
+    #[serde(default)]
+    pub max_dropped: Option<u64>,
 }
 
 impl Thresholds {
@@ -68,10 +72,12 @@ impl Thresholds {
 pub enum GateName {
     Anomaly(AnomalyKind),
     PaymentP99,
+    /// Open model: start times dropped because every user was busy.
+    Dropped,
 }
 
 impl GateName {
-    pub const ALL: [GateName; 7] = [
+    pub const ALL: [GateName; 8] = [
         Self::Anomaly(AnomalyKind::DoubleCharge),
         Self::Anomaly(AnomalyKind::Lost),
         Self::Anomaly(AnomalyKind::Phantom),
@@ -79,12 +85,14 @@ impl GateName {
         Self::Anomaly(AnomalyKind::InconsistentReplay),
         Self::Anomaly(AnomalyKind::Unresolved),
         Self::PaymentP99,
+        Self::Dropped,
     ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Anomaly(kind) => kind.name(),
             Self::PaymentP99 => "payment p99",
+            Self::Dropped => "dropped checkouts",
         }
     }
 }
@@ -145,6 +153,9 @@ pub struct Report {
     pub latency: LatencyReport,
     pub thresholds: Thresholds,
     pub gates: Vec<Gate>,
+    /// The open model's counts, achieved rate and honest latency (`--rate` runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<OpenReport>,
 }
 
 /// What a run measured, before gates.
@@ -186,9 +197,24 @@ impl Report {
             },
             thresholds,
             gates: Vec::new(),
+            open: None,
         };
         r.gates = r.evaluate();
         r
+    }
+
+    /// Adds an open-model run's section, and gates on it.
+    pub fn with_open(mut self, open: OpenReport) -> Self {
+        self.open = Some(open);
+        self.gates = self.evaluate();
+        self
+    }
+
+    /// The end-to-end p99 the gate holds to: from the intended start in the open model.
+    fn gated_p99_ms(&self) -> f64 {
+        self.open
+            .as_ref()
+            .map_or(self.latency.payment.p99_ms, |o| o.latency_from_intended.p99_ms)
     }
 
     /// Every gate, evaluated against this report's numbers.
@@ -209,12 +235,22 @@ impl Report {
             })
             .collect();
         if let Some(max) = t.max_p99_ms {
-            let p99 = self.latency.payment.p99_ms;
+            let p99 = self.gated_p99_ms();
             gates.push(Gate {
                 name: GateName::PaymentP99,
                 value: format!("{p99:.1} ms"),
                 threshold: format!("≤ {max:.1} ms"),
                 passed: p99 <= max,
+                examples: Vec::new(),
+            });
+        }
+        if let Some(max) = t.max_dropped {
+            let dropped = self.open.as_ref().map_or(0, |o| o.dropped);
+            gates.push(Gate {
+                name: GateName::Dropped,
+                value: dropped.to_string(),
+                threshold: format!("≤ {max}"),
+                passed: dropped <= max,
                 examples: Vec::new(),
             });
         }
@@ -253,6 +289,11 @@ impl Report {
             out.unknown_orders += r.unknown_orders;
             attempt_h.merge(&Latency::from_base64(&r.latency.attempt_histogram)?);
             payment_h.merge(&Latency::from_base64(&r.latency.payment_histogram)?);
+            match (&mut out.open, &r.open) {
+                (Some(mine), Some(theirs)) => mine.merge(theirs)?,
+                (None, None) => {}
+                _ => return Err("an open-model (--rate) run cannot merge with a closed-model one".into()),
+            }
         }
         out.attempts_per_sec = if out.duration_secs > 0.0 {
             out.attempts as f64 / out.duration_secs
@@ -291,7 +332,12 @@ impl Report {
             let path = dir.join(name);
             std::fs::write(&path, text).map_err(|e| LoadError::io(&path, e))
         };
-        write("report.json", serde_json::to_string_pretty(self).unwrap_or_default())?;
+        // Written aside and renamed, so a merge waiting for it never reads half a report.
+        let tmp = dir.join(".report.json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(self).unwrap_or_default())
+            .map_err(|e| LoadError::io(&tmp, e))?;
+        let json = dir.join("report.json");
+        std::fs::rename(&tmp, &json).map_err(|e| LoadError::io(&json, e))?;
         write("report.md", self.markdown())?;
         write("junit.xml", self.junit())
     }
@@ -319,12 +365,19 @@ impl Report {
             "  payments    {} (ok {}, fail {}, info {})  attempts {} in {:.1} s ({:.1}/s)",
             self.payments, o.ok, o.fail, o.info, self.attempts, self.duration_secs, self.attempts_per_sec
         );
-        for (label, p) in [("attempt", &self.latency.attempt), ("payment", &self.latency.payment)] {
+        let intended = self.open.as_ref().map(|o| ("intended", &o.latency_from_intended));
+        for (label, p) in [("attempt", &self.latency.attempt), ("payment", &self.latency.payment)]
+            .into_iter()
+            .chain(intended)
+        {
             let _ = writeln!(
                 s,
                 "  {label:<11} p50 {:.1} ms  p90 {:.1} ms  p99 {:.1} ms  p99.9 {:.1} ms  max {:.1} ms",
                 p.p50_ms, p.p90_ms, p.p99_ms, p.p999_ms, p.max_ms
             );
+        }
+        if let Some(o) = &self.open {
+            s.push_str(&o.summary());
         }
         let _ = writeln!(
             s,
@@ -422,12 +475,21 @@ impl Report {
         for (label, p) in [
             ("attempt", &self.latency.attempt),
             ("payment (end to end)", &self.latency.payment),
-        ] {
+        ]
+        .into_iter()
+        .chain(
+            self.open
+                .as_ref()
+                .map(|o| ("payment from its intended start", &o.latency_from_intended)),
+        ) {
             let _ = writeln!(
                 s,
                 "| {label} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
                 p.p50_ms, p.p90_ms, p.p99_ms, p.p999_ms, p.max_ms
             );
+        }
+        if let Some(o) = &self.open {
+            s.push_str(&o.markdown());
         }
         for g in self.gates.iter().filter(|g| !g.passed && !g.examples.is_empty()) {
             let _ = writeln!(s, "\n<details><summary>{}: examples</summary>\n", g.name);
@@ -545,6 +607,7 @@ mod tests {
                 max_inconsistent_replays: 0,
                 max_unresolved: None,
                 max_p99_ms: Some(1000.0),
+                max_dropped: None,
             },
         )
     }

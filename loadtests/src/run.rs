@@ -5,9 +5,13 @@
 
 use std::time::{Duration, Instant};
 
+use goose::config::GooseConfiguration;
 use goose::prelude::*;
 
-use crate::args::{LoadArgs, MergeArgs};
+use crate::arrival::{Rate, Schedule};
+use crate::open::{Dispatcher, OpenRun};
+
+use crate::args::LoadArgs;
 use crate::client::RetryPolicy;
 use crate::error::{ConfigError, LoadError};
 use crate::journal::Journal;
@@ -38,9 +42,11 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_inconsistent_replays: args.max_inconsistent_replays,
         max_unresolved: args.max_unresolved,
         max_p99_ms: args.max_p99.map(|d| d.as_secs_f64() * 1000.0),
+        max_dropped: args.max_dropped,
     };
     let mut goose_config = args.goose.clone();
     goose_config.host = Some(target.clone());
+    let open = open_model(&args, &mut goose_config, seed)?;
     if goose_config.iterations.is_none() && goose_config.run_time.is_none() {
         goose_config.iterations = Some(DEFAULT_ITERATIONS);
     }
@@ -83,12 +89,31 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .unwrap_or(0);
     let started = Instant::now();
     let stop_progress = progress::spawn(state.counters.clone(), started);
+    let (scenario, dispatcher) = match &open {
+        None => (state.scenario(), None),
+        Some(o) => {
+            let (dispatcher, tx) = Dispatcher::new(o.users as usize, state.counters.clone());
+            let scheduler = tokio::spawn(dispatcher.clone().run(tx, o.schedule.clone()));
+            (state.open_scenario(dispatcher.clone()), Some((dispatcher, scheduler)))
+        }
+    };
     let attack = GooseAttack::initialize_with_config(goose_config)
         .map_err(|e| LoadError::Goose(e.to_string()))?
-        .register_scenario(state.scenario())
+        .register_scenario(scenario)
         .execute()
         .await;
     let _ = stop_progress.send(());
+    let open_report = dispatcher.map(|(dispatcher, scheduler)| {
+        scheduler.abort();
+        let o = open.expect("a dispatcher only with the open model");
+        dispatcher.report(OpenRun {
+            rate: o.asked.to_string(),
+            generators: args.generators,
+            arrivals: args.arrivals,
+            users: o.users,
+            run_time_secs: o.schedule.duration.as_secs_f64(),
+        })
+    });
     let duration = started.elapsed();
     attack.map_err(|e| LoadError::Goose(e.to_string()))?;
 
@@ -121,6 +146,10 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         },
         thresholds,
     );
+    let report = match open_report {
+        Some(o) => report.with_open(o),
+        None => report,
+    };
     report.write_all(&args.out)?;
     if args.print_summary {
         print!("{}", report.summary());
@@ -132,24 +161,61 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     Ok(report)
 }
 
-/// `fauxpay report merge`: combines reports and gates on the merged numbers.
-pub fn merge(args: MergeArgs) -> Result<Report, LoadError> {
-    let reports = args
-        .reports
-        .iter()
-        .map(|p| Report::read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let merged = Report::merge(&reports).map_err(|reason| LoadError::Report {
-        path: "merge".into(),
-        reason,
+/// The open model asked for by `--rate`, checked against goose's own options.
+struct OpenModel {
+    /// `--rate` as asked (all generators together).
+    asked: Rate,
+    users: u64,
+    schedule: Schedule,
+}
+
+/// With `--rate`: the schedule, and goose set to run every user once, all started before
+/// the first checkout, with the schedule (not goose) deciding when the run ends.
+fn open_model(args: &LoadArgs, goose: &mut GooseConfiguration, seed: u64) -> Result<Option<OpenModel>, ConfigError> {
+    let Some(asked) = args.rate else {
+        return Ok(None);
+    };
+    if goose.iterations.is_some() {
+        return Err(ConfigError::new(
+            "--iterations",
+            "iterations",
+            "no --iterations with --rate (the rate and --run-time decide how many checkouts start)",
+        ));
+    }
+    let users = goose.users.filter(|u| *u > 0).ok_or_else(|| {
+        ConfigError::new(
+            "--users",
+            "users",
+            "the most checkouts in flight at once with --rate (as k6's preAllocatedVUs), such as --users 50",
+        )
     })?;
-    merged.write_all(&args.out)?;
-    print!("{}", merged.summary());
-    println!(
-        "  reports     {}/ (report.json, report.md, junit.xml)",
-        args.out.display()
-    );
-    Ok(merged)
+    let run_time = goose.run_time.take().unwrap_or_default();
+    let duration = goose_time(&run_time)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| ConfigError::new("--run-time", "run-time", "a time such as 30s, 2m or 1h30m with --rate"))?;
+    if goose.increase_rate.is_none() && goose.increase_time.is_none() {
+        goose.increase_rate = Some(users.to_string());
+    }
+    goose.iterations = Some(1);
+    Ok(Some(OpenModel {
+        asked,
+        users: users as u64,
+        schedule: Schedule {
+            rate: asked.share(args.generators),
+            duration,
+            arrivals: args.arrivals,
+            seed,
+        },
+    }))
+}
+
+/// Goose's TIME: whole seconds, or hours, minutes and seconds such as 1h30m.
+fn goose_time(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(s).ok()
 }
 
 fn base_url(flag: &str, s: &str) -> Result<String, ConfigError> {

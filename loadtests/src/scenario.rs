@@ -17,6 +17,7 @@ use crate::client::{
 use crate::journal::Journal;
 use crate::latency::Latency;
 use crate::mix::Mix;
+use crate::open::Dispatcher;
 use crate::progress::Counters;
 use crate::template::{Rendered, Template};
 
@@ -78,6 +79,11 @@ impl RunState {
     /// One goose iteration: one logical payment, recorded.
     pub async fn run_one<T: Transport>(&self, transport: &mut T) {
         let index = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.run_numbered(transport, index).await;
+    }
+
+    /// Payment number `index`, recorded; returns when it ended.
+    pub async fn run_numbered<T: Transport>(&self, transport: &mut T, index: u64) -> Instant {
         let mut rng = StdRng::seed_from_u64(self.setup.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let checkout = self.checkout(index, &mut rng);
         let record = run_checkout(
@@ -89,6 +95,7 @@ impl RunState {
             self.started,
         )
         .await;
+        let ended = Instant::now();
         {
             let mut l = self.attempt_latency.lock().unwrap_or_else(|e| e.into_inner());
             for a in &record.attempts {
@@ -102,6 +109,7 @@ impl RunState {
         self.counters.add(&record);
         // The journal keeps the payment for reconciliation once written.
         self.setup.journal.record(record);
+        ended
     }
 
     /// The goose scenario running [`RunState::run_one`] per iteration.
@@ -116,6 +124,25 @@ impl RunState {
             })
         });
         scenario!("checkout").register_transaction(Transaction::new(transaction).set_name("checkout"))
+    }
+
+    /// The open model's scenario: each goose user runs one iteration that takes start
+    /// times from the [`Dispatcher`] until the schedule is over (goose's own iterations
+    /// and run time do not pace it).
+    pub fn open_scenario(self: &Arc<Self>, dispatcher: Arc<Dispatcher>) -> Scenario {
+        let state = self.clone();
+        let transaction: TransactionFunction = Arc::new(move |user| {
+            let (state, dispatcher) = (state.clone(), dispatcher.clone());
+            Box::pin(async move {
+                let mut transport = GooseTransport { user };
+                while let Some(start) = dispatcher.next().await {
+                    let ended = state.run_numbered(&mut transport, start.index).await;
+                    dispatcher.finished(&start, ended);
+                }
+                Ok(())
+            })
+        });
+        scenario!("checkout").register_transaction(Transaction::new(transaction).set_name("checkouts at a rate"))
     }
 }
 
