@@ -187,7 +187,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
-        tracing::info!("fauxpay provider listening on http://{addr} ({})", config.describe());
+        tracing::info!(
+            "fauxpay provider listening on http://{addr} ({}); dashboard: http://{addr}/__fauxpay/",
+            config.describe()
+        );
         provider::serve(listener, Provider::new(config), shutdown)
             .await
             .context("serving")?;
