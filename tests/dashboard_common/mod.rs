@@ -7,7 +7,7 @@
 #[path = "../common/mod.rs"]
 pub mod common;
 
-pub use common::{Harness, KEY};
+pub use common::Harness;
 
 /// Metadata that would run a script if the dashboard did not escape it.
 pub const HOSTILE: &str = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>";
@@ -100,4 +100,55 @@ pub async fn seed(config: fauxpay::provider::Config) -> Seeded {
 
 pub fn urlencode(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Runs `fauxpay load` (the built binary, off the runtime's threads) with a client that
+/// mints a new key per retry, straight at `h`'s provider under whatever profile it has;
+/// returns its output folder.
+pub async fn load_report(h: &Harness, name: &str) -> std::path::PathBuf {
+    let out = std::env::temp_dir().join(format!("fauxpay-html-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let url = h.provider.url();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_fauxpay"));
+    cmd.args([
+        "load",
+        "--target",
+        &url,
+        "--provider",
+        &url,
+        "--template",
+        "stripe",
+        "--mix",
+        "retry-new-key=1",
+        "--run-id",
+        name,
+        "--seed",
+        "7",
+        "--users",
+        "4",
+        "--iterations",
+        "15",
+        "--increase-rate",
+        "1000",
+        "--client-timeout",
+        "1s",
+        "--backoff",
+        "10ms..50ms",
+        "--out",
+    ])
+    .arg(&out);
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !stdout.contains("users launched"),
+        "goose's prints stay out of the output:\n{stdout}"
+    );
+    out
 }
