@@ -144,7 +144,10 @@ fn distribution<'a>(h: &Latency, name: &'a str, color: RGBColor) -> Series<'a> {
 /// The charts, each an `(id, svg)`: `throughput`, `latency`, `distribution`, `outcomes`.
 pub fn charts(report: &Report) -> Vec<(&'static str, String)> {
     let b = &report.timeline.buckets;
-    let secs = |x: &f64| format!("{x:.0}");
+    let secs = |x: &f64| match x.fract() == 0.0 {
+        true => format!("{x:.0}"),
+        false => format!("{x:.1}"),
+    };
     let mut out = vec![
         (
             "throughput",

@@ -51,6 +51,8 @@ pub fn layout(title: &str, tab: Tab, live: Live, marker: &str, body: Markup) -> 
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                // No icon to fetch (a browser asks for /favicon.ico otherwise).
+                link rel="icon" href="data:,";
                 title { (title) " · fauxpay" }
                 style { (PreEscaped(STYLE)) }
             }
