@@ -5,6 +5,12 @@
 //! and runs one load test against each with a realistic client mix. Prints the results
 //! side by side and succeeds only when the kit behaved as it must: naive and lock-only
 //! caught double-charging, idempotent clean on every gate.
+//!
+//! Its standard output reads as a story: a short header (what runs, under which profile,
+//! where the dashboard is), the table, and where the reports are; each merchant's run
+//! shows one progress line on standard error. Library and merchant logs go to
+//! `OUT/demo.log` (the CLI sets that up; with `RUST_LOG` they go to standard error), and
+//! goose's console output to each run's `goose-stdout.log`.
 
 use std::fmt::Write;
 use std::net::SocketAddr;
@@ -38,6 +44,18 @@ pub struct DemoArgs {
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// After the table, keep the provider running (for its dashboard) until Ctrl-C:
+    /// `auto` does when standard output is a terminal.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub keep_serving: KeepServing,
+}
+
+/// Whether the demo's provider outlives the table.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepServing {
+    Auto,
+    Yes,
+    No,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +80,11 @@ pub struct DemoRow {
 pub struct DemoOutcome {
     pub rows: Vec<DemoRow>,
     pub profile: String,
+    /// Where each merchant's reports are.
+    pub out: PathBuf,
+    /// The provider, still serving its dashboard (when the demo keeps it).
+    pub provider: Option<RunningProvider>,
+    pub dashboard: String,
 }
 
 impl DemoOutcome {
@@ -109,6 +132,40 @@ impl DemoOutcome {
         }
         s
     }
+
+    /// Where the reports (and the dashboard, while it runs) are.
+    pub fn footer(&self) -> String {
+        let mut s = String::from("\nReports (open report.html in a browser):\n");
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "  {:<12} {}",
+                r.strategy.as_str(),
+                self.out.join(r.strategy.as_str()).join("report.html").display()
+            );
+        }
+        let _ = writeln!(s, "Logs: {}", self.out.join("demo.log").display());
+        match &self.provider {
+            Some(_) => {
+                let _ = writeln!(s, "Dashboard: {} (still serving; Ctrl-C to stop)", self.dashboard);
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "Dashboard: stopped with the demo (`fauxpay demo --keep-serving yes` keeps it up)"
+                );
+            }
+        }
+        s
+    }
+}
+
+/// The profile's text, for the dashboard's profile page.
+fn profile_text(name_or_path: &str) -> String {
+    match faults::bundled::text(name_or_path) {
+        Some(text) => text.to_string(),
+        None => std::fs::read_to_string(name_or_path).unwrap_or_default(),
+    }
 }
 
 /// Runs the demo end to end.
@@ -119,13 +176,19 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
     let provider = RunningProvider::start(
         Config {
             profile,
-            profile_source: args.profile.clone(),
+            profile_source: profile_text(&args.profile),
             ..Config::default()
         },
         local,
     )
     .await
     .map_err(DemoError::Provider)?;
+    let dashboard = format!("{}/__fauxpay/", provider.url());
+    println!(
+        "fauxpay demo: the fake provider under the `{profile_name}` fault profile, and three merchants \
+         (naive, lock-only, idempotent),\neach driven by {} clients × {} checkouts (mix {}).\nDashboard: {dashboard}\n",
+        args.users, args.payments, args.mix
+    );
     let mut rows = Vec::new();
     for strategy in [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent] {
         let mut config = MerchantConfig::new(strategy, provider.url());
@@ -138,19 +201,26 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
             .await
             .map_err(|e| DemoError::Load(strategy.as_str(), e))?;
         merchant.shutdown().await;
-        eprintln!(
-            "fauxpay demo: {}: {} payments, {} double charges (reports in {})",
-            strategy.as_str(),
-            report.payments,
-            report.anomalies.double_charges.count,
-            args.out.join(strategy.as_str()).display()
-        );
         rows.push(DemoRow { strategy, report });
     }
-    let _ = provider.shutdown().await;
+    let keep = match args.keep_serving {
+        KeepServing::Yes => true,
+        KeepServing::No => false,
+        KeepServing::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    };
+    let provider = match keep {
+        true => Some(provider),
+        false => {
+            let _ = provider.shutdown().await;
+            None
+        }
+    };
     Ok(DemoOutcome {
         rows,
         profile: profile_name,
+        out: args.out.clone(),
+        provider,
+        dashboard,
     })
 }
 
@@ -197,5 +267,6 @@ fn load_args(args: &DemoArgs, strategy: Strategy, target: &str, provider: &str) 
         .expect("the demo's own load arguments are valid")
         .args;
     load.print_summary = false;
+    load.label = Some(format!("{:<11}", strategy.as_str()));
     load
 }

@@ -23,11 +23,20 @@ use cli::{Cli, Command, MerchantArgs, ProfilesCommand, ReportCommand, ServeArgs}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,goose=error")))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,goose=error"));
+    match demo_log(&cli.command) {
+        // The demo's stdout is a story: logs go to a file unless RUST_LOG asks for them.
+        Some(file) => tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .init(),
+        None => tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .init(),
+    }
     let result = match cli.command {
         Command::Serve(args) => serve(args),
         Command::Merchant(args) => merchant(args),
@@ -61,6 +70,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `OUT/demo.log` for `fauxpay demo` without `RUST_LOG` (stderr if it cannot be created).
+fn demo_log(command: &Command) -> Option<std::fs::File> {
+    let Command::Demo(args) = command else {
+        return None;
+    };
+    if std::env::var_os("RUST_LOG").is_some() {
+        return None;
+    }
+    std::fs::create_dir_all(&args.out).ok()?;
+    std::fs::File::create(args.out.join("demo.log")).ok()
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -97,20 +118,27 @@ fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
 
 /// `fauxpay demo`: 0 when the kit behaved, 1 when it did not, 2 when it could not run.
 fn demo(args: fauxpay::demo::DemoArgs) -> ExitCode {
-    let result = runtime()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| rt.block_on(fauxpay::demo::run(args)).map_err(|e| e.to_string()));
-    match result {
-        Ok(outcome) => {
+    let result = runtime().map_err(|e| e.to_string()).and_then(|rt| {
+        rt.block_on(async {
+            let outcome = fauxpay::demo::run(args).await.map_err(|e| e.to_string())?;
             print!("{}", outcome.table());
             if outcome.kit_behaved() {
                 println!("\nThe kit caught the double-charging merchants and passed the idempotent one.");
-                ExitCode::SUCCESS
             } else {
                 println!("\nThe kit did not behave as it must (see the verdicts above).");
-                ExitCode::from(1)
             }
-        }
+            print!("{}", outcome.footer());
+            if outcome.provider.is_some() {
+                if let Ok(stop) = shutdown_signal() {
+                    stop.await;
+                }
+            }
+            Ok::<_, String>(outcome.kit_behaved())
+        })
+    });
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("fauxpay demo: {e}");
             ExitCode::from(2)
@@ -209,7 +237,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
-        tracing::info!("fauxpay provider listening on http://{addr} ({})", config.describe());
+        tracing::info!(
+            "fauxpay provider listening on http://{addr} ({}); dashboard: http://{addr}/__fauxpay/",
+            config.describe()
+        );
         provider::serve(listener, Provider::new(config), shutdown)
             .await
             .context("serving")?;

@@ -1,5 +1,7 @@
 //! `fauxpay demo` runs end to end with a small count: naive and lock-only are caught
-//! double-charging, idempotent is clean, and the exit code says so.
+//! double-charging, idempotent is clean, and the exit code says so; its standard output
+//! reads as a story (a header, the table, where the reports are: no log line, no ERROR,
+//! nothing goose printed), and each merchant's `report.html` is written.
 
 use std::process::Command;
 
@@ -17,7 +19,10 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
             "20",
             "--out",
             out.to_str().unwrap(),
+            "--keep-serving",
+            "no",
         ])
+        .env_remove("RUST_LOG")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
@@ -48,6 +53,49 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
             merchant == "idempotent",
             "{merchant}: {doubles} double charges"
         );
+    }
+    assert!(
+        stdout.starts_with("fauxpay demo: the fake provider under the `lost-responses` fault profile"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Dashboard: http://127.0.0.1:"), "{stdout}");
+    assert!(
+        stdout.contains("merchant      payments  double charges"),
+        "the table:\n{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "naive        {}",
+            out.join("naive").join("report.html").display()
+        )),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("ERROR") && !stdout.contains(" INFO ") && !stdout.contains(" WARN "),
+        "no log lines:\n{stdout}"
+    );
+    assert!(
+        !stdout.contains("users launched"),
+        "goose's prints stay out of it:\n{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !stderr.contains("ERROR"),
+        "no ERROR (goose's controllers are off):\n{stderr}"
+    );
+    assert_eq!(
+        stderr.lines().filter(|l| l.starts_with("naive ")).count(),
+        1,
+        "one progress line per run:\n{stderr}"
+    );
+    let log = std::fs::read_to_string(out.join("demo.log")).unwrap();
+    assert!(
+        log.contains("fauxpay::merchant"),
+        "the merchants' logs are in demo.log:\n{log}"
+    );
+    for merchant in ["naive", "lock-only", "idempotent"] {
+        let html = std::fs::read_to_string(out.join(merchant).join("report.html")).unwrap();
+        assert!(html.contains("data-chart=\"throughput\""), "{merchant}");
     }
     std::fs::remove_dir_all(&out).ok();
 }

@@ -98,8 +98,17 @@ pub struct LoadArgs {
     /// default, as k6's dropped_iterations; always reported).
     #[arg(long, requires = "rate", help_heading = "gates")]
     pub max_dropped: Option<u64>,
+    /// Show goose's own console output (its launch lines and metrics tables); otherwise
+    /// it goes to OUT/goose-stdout.log. goose's telnet and WebSocket controllers start
+    /// only when their --telnet-*/--websocket-* flags are given.
+    #[arg(long, help_heading = "fauxpay")]
+    pub goose_output: bool,
     #[command(flatten)]
     pub goose: GooseConfiguration,
+    /// Label of the progress line (embedders such as the demo name their run), in
+    /// place of the run's start-up line.
+    #[arg(skip)]
+    pub label: Option<String>,
     /// Print the terminal summary when the run ends (embedders such as the demo print
     /// their own).
     #[arg(skip = true)]

@@ -44,6 +44,15 @@ impl Latency {
         self.0.len()
     }
 
+    /// The latency at quantile `q` (0..=1), in milliseconds; 0 when empty.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.value_at_quantile(q) as f64 / 1000.0
+        }
+    }
+
     pub fn percentiles(&self) -> Percentiles {
         let ms = |us: u64| us as f64 / 1000.0;
         let empty = self.0.is_empty();

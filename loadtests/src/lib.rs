@@ -5,7 +5,8 @@
 //! an idempotency key). Goose users run checkouts through the retrying [`client`], each
 //! with a client [`mix`] behaviour; every attempt goes to the [`journal`]. After the run
 //! the [`ledger`] slice of this run is streamed from the provider's HTTP API and
-//! [`reconcile`]d with what the clients saw; the [`report`] gates the exit code. The
+//! [`reconcile`]d with what the clients saw; the [`report`] gates the exit code, and
+//! [`report_html`] draws the run's [`timeline`] for people. The
 //! provider is known only through its HTTP API, never through its code.
 
 #![deny(unsafe_code)]
@@ -23,9 +24,11 @@ pub mod open;
 pub mod progress;
 pub mod reconcile;
 pub mod report;
+pub mod report_html;
 pub mod run;
 pub mod scenario;
 pub mod template;
+pub mod timeline;
 
 pub use args::{LoadArgs, MergeArgs};
 pub use error::{ConfigError, LoadError};

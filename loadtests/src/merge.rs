@@ -26,7 +26,7 @@ pub fn merge(args: MergeArgs) -> Result<Report, LoadError> {
     merged.write_all(&args.out)?;
     print!("{}", merged.summary());
     println!(
-        "  reports     {}/ (report.json, report.md, junit.xml), merged from {}",
+        "  reports     {}/ (report.html, report.json, report.md, junit.xml), merged from {}",
         args.out.display(),
         reports.len()
     );

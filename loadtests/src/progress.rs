@@ -62,10 +62,14 @@ impl Counters {
     }
 }
 
-/// Prints progress until the returned sender is dropped or signalled.
-pub fn spawn(counters: Arc<Counters>, started: Instant) -> tokio::sync::oneshot::Sender<()> {
+/// Prints progress until the returned sender is dropped or signalled; `label` (e.g. the
+/// demo's merchant) starts each line, and off a terminal a labelled run prints only its
+/// final line.
+pub fn spawn(counters: Arc<Counters>, started: Instant, label: Option<String>) -> tokio::sync::oneshot::Sender<()> {
+    let label = label.map(|l| format!("{l} ")).unwrap_or_default();
     let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
     let tty = std::io::stderr().is_terminal();
+    let periodic = tty || label.is_empty();
     let every = if tty {
         Duration::from_secs(1)
     } else {
@@ -75,15 +79,18 @@ pub fn spawn(counters: Arc<Counters>, started: Instant) -> tokio::sync::oneshot:
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         loop {
             tokio::select! {
-                _ = tick.tick() => {
-                    let line = counters.line(started.elapsed());
+                _ = tick.tick(), if periodic => {
+                    let line = format!("{label}{}", counters.line(started.elapsed()));
                     let mut err = std::io::stderr().lock();
                     let _ = if tty { write!(err, "\r{line}\x1b[K") } else { writeln!(err, "{line}") };
                     let _ = err.flush();
                 }
                 _ = &mut rx => {
+                    let line = counters.line(started.elapsed());
                     if tty {
-                        let _ = writeln!(std::io::stderr(), "\r{}\x1b[K", counters.line(started.elapsed()));
+                        let _ = writeln!(std::io::stderr(), "\r{label}{line}\x1b[K");
+                    } else if !label.is_empty() {
+                        let _ = writeln!(std::io::stderr(), "{label}{line}");
                     }
                     return;
                 }

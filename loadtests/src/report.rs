@@ -1,6 +1,6 @@
 //! Reports: the versioned `report.json`, its merge, the gates, and the renderings
 //! (terminal summary, `report.md` for a CI step summary, `junit.xml` with one test case
-//! per gate).
+//! per gate); `report.html` is `report_html`'s, from the report and its [`Timeline`].
 //!
 //! A [`Report`] carries counts, anomalies with examples, and latency histograms
 //! serialised whole, so [`Report::merge`] of reports written by several load generators
@@ -18,6 +18,7 @@ use crate::latency::{Latency, Percentiles};
 use crate::mix::Behaviour;
 use crate::open::OpenReport;
 use crate::reconcile::{Anomalies, AnomalyKind, BehaviourCounts, Example, Outcomes};
+use crate::timeline::Timeline;
 
 /// Version of `report.json`; bumped on any incompatible change.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -156,6 +157,9 @@ pub struct Report {
     /// The open model's counts, achieved rate and honest latency (`--rate` runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<OpenReport>,
+    /// The run second by second (absent from reports written before it existed).
+    #[serde(default)]
+    pub timeline: Timeline,
 }
 
 /// What a run measured, before gates.
@@ -198,6 +202,7 @@ impl Report {
             thresholds,
             gates: Vec::new(),
             open: None,
+            timeline: Timeline::default(),
         };
         r.gates = r.evaluate();
         r
@@ -300,6 +305,7 @@ impl Report {
         } else {
             0.0
         };
+        out.timeline = Timeline::merge(reports.iter().map(|r| &r.timeline))?;
         out.latency = LatencyReport {
             attempt: attempt_h.percentiles(),
             payment: payment_h.percentiles(),
@@ -325,7 +331,7 @@ impl Report {
         Ok(r)
     }
 
-    /// Writes `report.json`, `report.md` and `junit.xml` into `dir`.
+    /// Writes `report.json`, `report.md`, `junit.xml` and `report.html` into `dir`.
     pub fn write_all(&self, dir: &Path) -> Result<(), LoadError> {
         std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
         let write = |name: &str, text: String| {
@@ -339,7 +345,8 @@ impl Report {
         let json = dir.join("report.json");
         std::fs::rename(&tmp, &json).map_err(|e| LoadError::io(&json, e))?;
         write("report.md", self.markdown())?;
-        write("junit.xml", self.junit())
+        write("junit.xml", self.junit())?;
+        write("report.html", crate::report_html::render(self))
     }
 
     fn title(&self) -> String {

@@ -22,6 +22,7 @@ use crate::reconcile::reconcile;
 use crate::report::{Measured, Report, RunInfo, Thresholds};
 use crate::scenario::{RunSetup, RunState};
 use crate::template::Template;
+use crate::timeline::{provider_profile, Timeline};
 
 /// Checkouts per goose user when neither --iterations nor --run-time is given.
 pub const DEFAULT_ITERATIONS: usize = 25;
@@ -51,6 +52,13 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         goose_config.iterations = Some(DEFAULT_ITERATIONS);
     }
     goose_config.no_print_metrics = true;
+    // goose's controllers grab ports (5116, 5117): only when asked for.
+    if goose_config.telnet_host.is_none() && goose_config.telnet_port.is_none() {
+        goose_config.no_telnet = true;
+    }
+    if goose_config.websocket_host.is_none() && goose_config.websocket_port.is_none() {
+        goose_config.no_websocket = true;
+    }
     std::fs::create_dir_all(&args.out).map_err(|e| LoadError::io(&args.out, e))?;
     if goose_config.report_file.is_empty() {
         goose_config
@@ -82,13 +90,15 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         api_key: args.api_key.as_str().into(),
         journal,
     });
-    eprintln!("fauxpay load: run {run_id} (seed {seed}) against {target}; ledger at {provider}");
+    if args.label.is_none() {
+        eprintln!("fauxpay load: run {run_id} (seed {seed}) against {target}; ledger at {provider}");
+    }
     let started_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     let started = Instant::now();
-    let stop_progress = progress::spawn(state.counters.clone(), started);
+    let stop_progress = progress::spawn(state.counters.clone(), started, args.label.clone());
     let (scenario, dispatcher) = match &open {
         None => (state.scenario(), None),
         Some(o) => {
@@ -97,11 +107,21 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             (state.open_scenario(dispatcher.clone()), Some((dispatcher, scheduler)))
         }
     };
+    // goose prints to stdout ("10 users launched."): into a file, unless asked for.
+    let quiet_goose = match args.goose_output {
+        true => None,
+        false => {
+            let path = args.out.join("goose-stdout.log");
+            let file = std::fs::File::create(&path).map_err(|e| LoadError::io(&path, e))?;
+            gag::Redirect::stdout(file).ok()
+        }
+    };
     let attack = GooseAttack::initialize_with_config(goose_config)
         .map_err(|e| LoadError::Goose(e.to_string()))?
         .register_scenario(scenario)
         .execute()
         .await;
+    drop(quiet_goose);
     let _ = stop_progress.send(());
     let open_report = dispatcher.map(|(dispatcher, scheduler)| {
         scheduler.abort();
@@ -123,6 +143,10 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     let ledger = fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await?;
     let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;
     let rec = reconcile(&payments, &ledger, &requests);
+    let mut timeline = Timeline::build(&payments, &ledger, started_ms);
+    timeline
+        .profiles
+        .extend(provider_profile(&http, &provider, args.admin_token.as_deref()).await);
     let report = Report::new(
         Measured {
             run: RunInfo {
@@ -146,15 +170,16 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         },
         thresholds,
     );
-    let report = match open_report {
+    let mut report = match open_report {
         Some(o) => report.with_open(o),
         None => report,
     };
+    report.timeline = timeline;
     report.write_all(&args.out)?;
     if args.print_summary {
         print!("{}", report.summary());
         println!(
-            "  reports     {}/ (report.json, report.md, junit.xml, journal.jsonl, goose-report.html)",
+            "  reports     {}/ (report.html, report.json, report.md, junit.xml, journal.jsonl, goose-report.html)",
             args.out.display()
         );
     }

@@ -318,6 +318,11 @@ impl FaultInjector {
         shard.push_back(record);
     }
 
+    /// How many requests have been logged since the start (the dashboard's change marker).
+    pub fn logged(&self) -> u64 {
+        self.log_seq.load(Ordering::Relaxed)
+    }
+
     /// The most recent `limit` requests matching `keep`, oldest first.
     pub fn recent(&self, limit: usize, keep: impl Fn(&RequestRecord) -> bool) -> Vec<RequestRecord> {
         let mut out: Vec<RequestRecord> = Vec::new();

@@ -9,7 +9,8 @@
 //!   and JSON, its rules, its endpoints), 3-D Secure (`three_ds`), the request
 //!   pipeline (faults × idempotency × the operation, as a value the edge carries out),
 //!   and the shared machinery: params, ids, tables, pagination, search, `expand[]`, the
-//!   idempotency store, the ledger, fault injection, metrics.
+//!   idempotency store, the ledger, fault injection, metrics, and the dashboard's view
+//!   models (`dashboard`; its pages are in `http/dashboard/`).
 //!
 //! This file only declares modules and re-exports what embedders use.
 
@@ -25,6 +26,7 @@ pub mod charges;
 pub mod clock;
 pub mod config;
 pub mod customers;
+pub mod dashboard;
 pub mod endpoint;
 pub mod error;
 pub mod expand;

@@ -5,10 +5,11 @@
 //! into the pipeline's [`Request`](crate::provider::pipeline::Request), `response`
 //! writes answers and carries out the pipeline's [`Delivery`](crate::provider::pipeline::Delivery),
 //! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
-//! `/__fauxpay/` API, `three_ds` the 3-D Secure page and authenticate endpoints, and
+//! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints, and
 //! `serve` the server's life cycle.
 
 pub mod admin;
+pub mod dashboard;
 pub mod extract;
 pub mod headers;
 pub mod observe;

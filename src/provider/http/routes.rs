@@ -18,7 +18,7 @@ use axum::Router;
 use super::extract::{ApiRequest, Authenticated};
 use super::observe::Observe;
 use super::response::deliver;
-use super::{admin, three_ds};
+use super::{admin, dashboard, three_ds};
 use crate::provider::api::endpoints;
 use crate::provider::app::Provider;
 use crate::provider::endpoint::{Endpoint, Verb};
@@ -33,7 +33,11 @@ pub fn router(provider: AppState) -> Observe<Router> {
     let mut api = Router::new();
     let mut labels = matchit::Router::new();
     let v1 = endpoints().map(|e| (e.path, handler(e)));
-    for (path, route) in v1.chain(admin::routes(provider.clone())).chain(three_ds::routes()) {
+    for (path, route) in v1
+        .chain(admin::routes(provider.clone()))
+        .chain(dashboard::routes(provider.clone()))
+        .chain(three_ds::routes())
+    {
         // Several endpoints share a path (GET and POST /v1/charges): label it once.
         let _ = labels.insert(path, path);
         api = api.route(path, route);

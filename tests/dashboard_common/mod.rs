@@ -1,0 +1,154 @@
+//! A provider with something to show on every dashboard page (shared by
+//! tests/dashboard.rs and tests/browser.rs): paid orders, an order charged twice (the
+//! first answer dropped after the commit, the retry under a new key), a 503 injected
+//! before the commit, a decline, and metadata and keys that try to inject HTML.
+#![allow(dead_code)]
+
+#[path = "../common/mod.rs"]
+pub mod common;
+
+pub use common::Harness;
+
+/// Metadata that would run a script if the dashboard did not escape it.
+pub const HOSTILE: &str = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>";
+
+pub struct Seeded {
+    pub harness: Harness,
+    /// The order charged twice.
+    pub order: &'static str,
+    /// Its two charges, oldest first.
+    pub charges: Vec<String>,
+    /// The payment intent with the hostile metadata.
+    pub hostile_intent: String,
+}
+
+async fn pay(
+    h: &Harness,
+    order: &str,
+    key: &str,
+    extra: &str,
+    fault: Option<&str>,
+) -> reqwest::Result<reqwest::Response> {
+    let mut rb = h
+        .post("/v1/payment_intents")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("Idempotency-Key", key)
+        .body(format!(
+            "amount=2500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]={order}{extra}"
+        ));
+    if let Some(f) = fault {
+        rb = rb.header("Fauxpay-Fault", f);
+    }
+    rb.send().await
+}
+
+pub async fn seed(config: fauxpay::provider::Config) -> Seeded {
+    let harness = Harness::start(config).await;
+    let h = &harness;
+    // A paid order whose metadata is hostile.
+    let hostile = pay(
+        h,
+        "order-hostile",
+        "key-hostile",
+        &format!("&metadata[note]={}", urlencode(HOSTILE)),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(hostile.status(), 200);
+    let hostile_intent = hostile.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The double charge: the answer to the first is dropped after the commit...
+    let lost = pay(
+        h,
+        "order-twice",
+        "key-first",
+        "",
+        Some("drop_response; when=after_commit"),
+    )
+    .await;
+    assert!(lost.is_err(), "the connection closes without an answer");
+    // ... and the client retries with a new key.
+    let retry = pay(h, "order-twice", "key-second", "", None).await.unwrap();
+    assert_eq!(retry.status(), 200);
+    // A 503 before the commit (nothing charged), then a success with the same key.
+    let failed = pay(h, "order-503", "key-503", "", Some("error; status=503"))
+        .await
+        .unwrap();
+    assert_eq!(failed.status(), 503);
+    assert_eq!(pay(h, "order-503", "key-503", "", None).await.unwrap().status(), 200);
+    // A decline.
+    let declined = h
+        .post("/v1/payment_intents")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("amount=900&currency=usd&confirm=true&payment_method=pm_card_chargeDeclined&metadata[order_id]=order-declined")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(declined.status(), 402);
+    let ledger = h.ledger("correlation_prefix=order-twice").await;
+    let charges = ledger.iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    Seeded {
+        harness,
+        order: "order-twice",
+        charges,
+        hostile_intent,
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Runs `fauxpay load` (the built binary, off the runtime's threads) with a client that
+/// mints a new key per retry, straight at `h`'s provider under whatever profile it has;
+/// returns its output folder.
+pub async fn load_report(h: &Harness, name: &str) -> std::path::PathBuf {
+    let out = std::env::temp_dir().join(format!("fauxpay-html-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let url = h.provider.url();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_fauxpay"));
+    cmd.args([
+        "load",
+        "--target",
+        &url,
+        "--provider",
+        &url,
+        "--template",
+        "stripe",
+        "--mix",
+        "retry-new-key=1",
+        "--run-id",
+        name,
+        "--seed",
+        "7",
+        "--users",
+        "4",
+        "--iterations",
+        "15",
+        "--increase-rate",
+        "1000",
+        "--client-timeout",
+        "1s",
+        "--backoff",
+        "10ms..50ms",
+        "--out",
+    ])
+    .arg(&out);
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !stdout.contains("users launched"),
+        "goose's prints stay out of the output:\n{stdout}"
+    );
+    out
+}
