@@ -9,6 +9,10 @@ use anyhow::Context;
 use clap::Parser;
 use fauxpay::faults;
 use fauxpay::merchant::MerchantConfig;
+use fauxpay::provider::config::WebhookTarget;
+use fauxpay::provider::webhook_endpoints::object::generate_secret;
+use fauxpay::provider::webhook_endpoints::rules::check_url;
+use fauxpay::provider::webhooks::Settings as DeliverySettings;
 use fauxpay::provider::{self, Config, Provider};
 use tracing_subscriber::EnvFilter;
 
@@ -179,7 +183,27 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         duplicates: args.duplicates.into(),
         api_key: args.api_key,
         admin_token: args.admin_token,
+        webhooks: Vec::new(),
+        delivery: DeliverySettings {
+            retries: args.webhook_retries.0,
+            timeout: args.webhook_timeout,
+            ..DeliverySettings::default()
+        },
+        event_ttl: args.event_ttl,
     };
+    let mut config = config;
+    let secret = match args.webhook_secret {
+        Some(s) if s.trim().is_empty() => anyhow::bail!("--webhook-secret must not be empty"),
+        Some(s) => s,
+        None => generate_secret(),
+    };
+    for url in &args.webhooks {
+        check_url(url).map_err(|e| anyhow::anyhow!("--webhook {url}: {}", e.message))?;
+        config.webhooks.push(WebhookTarget {
+            url: url.clone(),
+            secret: secret.clone(),
+        });
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let shutdown = shutdown_signal()?;
@@ -187,7 +211,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
-        tracing::info!("fauxpay provider listening on http://{addr} ({})", config.describe());
+        // The secret is printed as it is (`describe` lowercases its line).
+        let hooks = match args.webhooks.is_empty() {
+            true => String::new(),
+            false => format!(" webhooks={} webhook_secret={secret}", args.webhooks.join(",")),
+        };
+        tracing::info!(
+            "fauxpay provider listening on http://{addr} ({}{hooks})",
+            config.describe()
+        );
         provider::serve(listener, Provider::new(config), shutdown)
             .await
             .context("serving")?;

@@ -32,6 +32,7 @@ use super::fault::{default_decline_message, Fault, When};
 use super::parse::check_tree;
 use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};
 use super::tree;
+use super::webhook::WebhookRule;
 
 /// `n` milliseconds.
 pub fn ms(n: u64) -> Duration {
@@ -55,6 +56,7 @@ impl Profile {
                 key_ttl: None,
                 latency: None,
                 rules: Vec::new(),
+                webhooks: Vec::new(),
             },
         }
     }
@@ -110,6 +112,12 @@ impl ProfileBuilder {
     /// Appends a rule (rules are evaluated in order).
     pub fn rule<W>(mut self, rule: RuleBuilder<W>) -> Self {
         self.profile.rules.push(rule.rule);
+        self
+    }
+
+    /// Appends a webhook delivery fault (`[[webhooks]]`, evaluated in order).
+    pub fn webhook(mut self, rule: WebhookRule) -> Self {
+        self.profile.webhooks.push(rule);
         self
     }
 

@@ -11,6 +11,7 @@ use super::error::ProfileError;
 use super::fault::{kinds_with_when, Fault, When, ERROR_STATUSES, KINDS, KINDS_WITH_WHEN};
 use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};
 use super::tree::{self, Node, Value};
+use super::webhook::{webhook_rule, WebhookRule};
 
 /// Parses and validates a TOML profile; `source` labels the errors (usually the path).
 pub fn parse_profile(source: &str, text: &str) -> Result<Profile, ProfileError> {
@@ -44,9 +45,9 @@ pub(crate) fn check_tree(source: &str, root: &Node) -> Result<Profile, ProfileEr
     }
 }
 
-const TOP_FIELDS: &[&str] = &["name", "description", "seed", "key_ttl", "latency", "rules"];
+const TOP_FIELDS: &[&str] = &["name", "description", "seed", "key_ttl", "latency", "rules", "webhooks"];
 const RULE_FIELDS: &[&str] = &["kind", "probability", "when", "first_attempts", "match", "window"];
-const LATENCY_FIELDS: &[&str] = &[
+pub(crate) const LATENCY_FIELDS: &[&str] = &[
     "distribution",
     "value",
     "min",
@@ -68,7 +69,7 @@ const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPT
 const MAX_SIGMA: f64 = 10.0;
 
 /// `Some(None)` for an absent optional field, `None` for an invalid one.
-fn optional<T>(read: Option<Option<T>>) -> Option<Option<T>> {
+pub(crate) fn optional<T>(read: Option<Option<T>>) -> Option<Option<T>> {
     read.map_or(Some(None), |v| v.map(Some))
 }
 
@@ -112,6 +113,28 @@ fn profile(c: &mut Checker, root: &Node) -> Option<Profile> {
             None
         }
     };
+    let webhooks = match t.get("webhooks") {
+        None => Some(Vec::new()),
+        Some(Node {
+            value: Value::Array(items),
+            ..
+        }) => {
+            let rules: Vec<Option<WebhookRule>> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| webhook_rule(c, item, &format!("webhooks[{i}]")))
+                .collect();
+            rules.into_iter().collect()
+        }
+        Some(n) => {
+            c.error(
+                n.line,
+                "webhooks",
+                format!("expected an array of tables ([[webhooks]]), got {}", n.describe()),
+            );
+            None
+        }
+    };
     Some(Profile {
         name: name?.to_string(),
         description: description?.to_string(),
@@ -119,12 +142,13 @@ fn profile(c: &mut Checker, root: &Node) -> Option<Profile> {
         key_ttl: key_ttl?,
         latency: latency?,
         rules: rules?,
+        webhooks: webhooks?,
     })
 }
 
 /// The distribution fields of a `[latency]` table or a latency rule (other fields are the
 /// caller's business).
-fn latency(c: &mut Checker, t: &Table) -> Option<Latency> {
+pub(crate) fn latency(c: &mut Checker, t: &Table) -> Option<Latency> {
     let names: Vec<&str> = DISTRIBUTIONS.iter().map(|(n, _)| *n).collect();
     let expected = format!("a distribution, one of {}", names.join(", "));
     let dist_field = t.field("distribution");

@@ -10,6 +10,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use super::fault::{Fault, When};
+use super::webhook::WebhookRule;
 
 /// A fault profile: what the provider does to the requests it gets.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -27,6 +28,9 @@ pub struct Profile {
     /// Evaluated in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+    /// Webhook delivery faults (`[[webhooks]]`), evaluated in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<WebhookRule>,
 }
 
 /// A latency distribution and its optional cap.
