@@ -119,6 +119,7 @@ fn profiles_list_names_every_bundled_profile() {
         "declines",
         "key-expiry",
         "chaos",
+        "duplicate-webhooks",
     ] {
         assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing:\n{text}");
     }

@@ -84,7 +84,74 @@ pub struct WebhookRule {
     pub event: Option<String>,
 }
 
+/// Typed construction of webhook rules, for [`ProfileBuilder::webhook`](super::ProfileBuilder::webhook)
+/// (which checks them with the parser): `WebhookRule::duplicate(2).event("payment_intent.succeeded")`.
 impl WebhookRule {
+    fn new(fault: DeliveryFault) -> Self {
+        Self {
+            fault,
+            probability: 1.0,
+            first_attempts: None,
+            event: None,
+        }
+    }
+
+    /// `copies` sends at once.
+    pub fn duplicate(copies: u32) -> Self {
+        Self::new(DeliveryFault::Duplicate {
+            copies,
+            gap: Duration::ZERO,
+        })
+    }
+
+    /// `copies` sends, `gap` apart.
+    pub fn duplicate_spaced(copies: u32, gap: Duration) -> Self {
+        Self::new(DeliveryFault::Duplicate { copies, gap })
+    }
+
+    pub fn delay(latency: impl Into<Latency>) -> Self {
+        Self::new(DeliveryFault::Delay {
+            latency: latency.into(),
+        })
+    }
+
+    pub fn lose_ack() -> Self {
+        Self::new(DeliveryFault::LoseAck)
+    }
+
+    pub fn drop_delivery() -> Self {
+        Self::new(DeliveryFault::Drop)
+    }
+
+    /// Forged as `how` says, retried correctly signed.
+    pub fn bad_signature(how: Forgery) -> Self {
+        Self::new(DeliveryFault::BadSignature { how, retry: true })
+    }
+
+    /// A `bad_signature` rule whose rejected delivery is not retried.
+    pub fn no_retry(mut self) -> Self {
+        if let DeliveryFault::BadSignature { retry, .. } = &mut self.fault {
+            *retry = false;
+        }
+        self
+    }
+
+    pub fn probability(mut self, p: f64) -> Self {
+        self.probability = p;
+        self
+    }
+
+    pub fn first_attempts(mut self, n: u32) -> Self {
+        self.first_attempts = Some(n);
+        self
+    }
+
+    /// Only events of this type, or of a prefix ending in `.*`.
+    pub fn event(mut self, pattern: impl Into<String>) -> Self {
+        self.event = Some(pattern.into());
+        self
+    }
+
     fn applies(&self, facts: &DeliveryFacts) -> bool {
         self.first_attempts.is_none_or(|n| facts.attempt <= n)
             && self.event.as_deref().is_none_or(|p| match p.strip_suffix('*') {
