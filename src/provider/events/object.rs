@@ -294,3 +294,13 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod size {
+    /// An event is a small fixed record: its object is a shared pointer, never a copy.
+    #[test]
+    fn an_event_is_compact() {
+        let n = std::mem::size_of::<super::Event>();
+        assert!(n <= 112, "Event is {n} bytes");
+    }
+}
