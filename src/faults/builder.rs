@@ -30,9 +30,8 @@ use std::time::Duration;
 use super::error::ProfileError;
 use super::fault::{default_decline_message, Fault, When};
 use super::parse::check_tree;
-use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};
+use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, WebhookRule, Window};
 use super::tree;
-use super::webhook::WebhookRule;
 
 /// `n` milliseconds.
 pub fn ms(n: u64) -> Duration {

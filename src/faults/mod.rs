@@ -29,13 +29,12 @@ mod tree;
 mod webhook;
 
 pub use builder::{ms, secs, ForcedFault, ProfileBuilder, RuleBuilder, Timed, Untimed};
-pub use engine::{Decision, FaultEngine, RequestFacts};
+pub use engine::{Decision, DeliveryDecision, DeliveryFacts, FaultEngine, RequestFacts};
 pub use error::{Diagnostic, ProfileError};
 pub use fault::{Fault, FaultKind, When};
 pub use forced::{forced_by_payment_method, parse_forced, FORCED_PAYMENT_METHODS};
 pub use parse::{parse_profile, parse_profile_json, parse_profile_text};
-pub use profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};
-pub use webhook::{
-    DeliveryDecision, DeliveryFacts, DeliveryFault, Forgery, WebhookRule, MAX_COPIES as MAX_WEBHOOK_COPIES,
-    WEBHOOK_KINDS,
+pub use profile::{
+    Action, AmountRange, DeliveryFault, Distribution, Forgery, Latency, Match, Profile, Rule, WebhookRule, Window,
+    MAX_COPIES as MAX_WEBHOOK_COPIES, WEBHOOK_KINDS,
 };

@@ -1,8 +1,8 @@
 use std::time::Duration;
 
-use super::*;
-use crate::faults::Profile;
-use crate::faults::{parse_profile, parse_profile_text, FaultEngine};
+use crate::faults::{
+    parse_profile, parse_profile_text, DeliveryDecision, DeliveryFacts, DeliveryFault, FaultEngine, Forgery, Profile,
+};
 
 const PROFILE: &str = r#"name = "w"
 description = "webhook faults"

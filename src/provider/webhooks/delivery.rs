@@ -140,6 +140,9 @@ pub struct Webhooks {
     retrying: AtomicU64,
     delivered: AtomicU64,
     failed: AtomicU64,
+    /// Deliveries (and duplicate copies) not finished for good, whatever their state: one
+    /// counter, so drain never sees a delivery between two states as none.
+    outstanding: AtomicU64,
     /// Woken whenever a delivery moves on (drain waits on it).
     changed: Notify,
     pub log: DeliveryLog,
@@ -164,6 +167,7 @@ impl Webhooks {
             retrying: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            outstanding: AtomicU64::new(0),
             changed: Notify::new(),
             log: DeliveryLog::default(),
         })
@@ -192,13 +196,12 @@ impl Webhooks {
             tokio::pin!(notified);
             // Registered before the check, so a change right after it still wakes us.
             notified.as_mut().enable();
-            let counts = self.counts();
-            if counts.pending() == 0 {
-                return (true, counts);
+            if self.outstanding.load(Ordering::SeqCst) == 0 {
+                return (true, self.counts());
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let counts = self.counts();
-                return (counts.pending() == 0, counts);
+                let drained = self.outstanding.load(Ordering::SeqCst) == 0;
+                return (drained, self.counts());
             }
         }
     }
@@ -210,6 +213,7 @@ impl Webhooks {
             if event.delivered() {
                 event.pending_again();
             }
+            self.outstanding.fetch_add(1, Ordering::SeqCst);
             self.enqueue(Job {
                 event: event.clone(),
                 endpoint: endpoint.clone(),
@@ -344,6 +348,9 @@ impl Webhooks {
             self.retrying.fetch_add(1, Ordering::SeqCst);
         }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if next_wait.is_none() {
+            self.outstanding.fetch_sub(1, Ordering::SeqCst);
+        }
         self.changed.notify_waiters();
         self.pump(&lane);
         if let Some(wait) = next_wait {
@@ -368,6 +375,7 @@ impl Webhooks {
             resend: job.resend,
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.outstanding.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(async move {
             if !after.is_zero() {
                 tokio::time::sleep(after).await;
@@ -394,6 +402,7 @@ impl Webhooks {
                 gave_up: false,
             });
             me.in_flight.fetch_sub(1, Ordering::SeqCst);
+            me.outstanding.fetch_sub(1, Ordering::SeqCst);
             me.changed.notify_waiters();
         });
     }
@@ -471,6 +480,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 impl Publisher for Webhooks {
     fn publish(&self, event: &Arc<Event>, endpoints: &[Arc<WebhookEndpoint>]) {
         for endpoint in endpoints {
+            self.outstanding.fetch_add(1, Ordering::SeqCst);
             self.enqueue(Job {
                 event: event.clone(),
                 endpoint: endpoint.clone(),
