@@ -11,7 +11,7 @@
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory hold load reconcile; peers on request),
+# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks hold load reconcile; peers on request),
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
 # BENCH_PAYMENTS (1000000), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
 # BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_BIN (target/release),
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS=${BENCH_ROWS:-"new replay p99 memory hold load reconcile"}
+ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks hold load reconcile"}
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNECTIONS:-64}
@@ -82,6 +82,8 @@ start_server() {
   local kind=$1 log="$WORK/server-$1.log"
   case $kind in
     provider) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy >"$log" 2>&1 & ;;
+    # The provider delivering every event to $WEBHOOK_URL (a hello-world receiver: 2xx).
+    provider-webhook) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --webhook "$WEBHOOK_URL" >"$log" 2>&1 & ;;
     hello) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
@@ -271,8 +273,53 @@ if has_row memory; then
   rss1=$(rss_kb "$SERVER_PID")
   stop_server
   per=$(calc "($rss1 - $rss0) * 1024 / $charges")
-  row "provider memory: RSS growth per stored payment ($charges payments)" "$(fmt "$per") B" "—" "—" "≤ 1,000 B" "$(le "$per" 1000)"
+  row "provider memory: RSS growth per stored payment, its 3 events included ($charges payments)" "$(fmt "$per") B" "—" "—" "≤ 2,000 B" "$(le "$per" 2000)"
   RAW+=("memory: RSS ${rss0} kB idle → ${rss1} kB after $charges payments in $(($(date +%s) - started)) s")
+fi
+
+if has_row webhooks; then
+  echo "== provider: new payment intents with one webhook endpoint (a local 2xx receiver) vs none" >&2
+  log="$WORK/receiver.log"
+  taskset -c "$CLIENT_CPU" "$BIN/hello" 127.0.0.1:0 >"$log" 2>&1 &
+  RECEIVER_PID=$!
+  PIDS+=("$RECEIVER_PID")
+  WEBHOOK_URL=
+  for _ in $(seq 200); do
+    WEBHOOK_URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
+    [ -n "$WEBHOOK_URL" ] && break
+    sleep 0.05
+  done
+  WEBHOOK_URL="$WEBHOOK_URL/webhooks/stripe"
+  W_VALUES=()
+  N_VALUES=()
+  W_RATIOS=()
+  D_RATES=()
+  for i in $(seq "$RUNS"); do
+    for kind in $([ $((i % 2)) = 1 ] && echo "provider-webhook provider" || echo "provider provider-webhook"); do
+      start_server "$kind"
+      started=$(date +%s.%N)
+      line=$(wrk_once new.lua "$SERVER_URL" "$CONNS")
+      if [ "$kind" = provider-webhook ]; then
+        w=$(json "$line" rps)
+        drained=$(curl -s "$SERVER_URL/__fauxpay/webhooks/drain?timeout=120s")
+        elapsed=$(calc "$(date +%s.%N) - $started")
+        D_RATES+=("$(calc "$(json "$drained" delivered) / $elapsed")")
+      else
+        n=$(json "$line" rps)
+      fi
+      stop_server
+    done
+    W_VALUES+=("$w")
+    N_VALUES+=("$n")
+    W_RATIOS+=("$(calc "$w / $n")")
+    echo "  run $i: with a webhook $w req/s, without $n req/s" >&2
+  done
+  kill "$RECEIVER_PID" 2>/dev/null || true
+  r=$(median "${W_RATIOS[@]}")
+  row "provider: new payment intent, one webhook endpoint delivering" "$(fmt "$(median "${W_VALUES[@]}")") req/s" "$(fmt "$(median "${N_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
+  d=$(median "${D_RATES[@]}")
+  row "provider: webhook deliveries to a local 2xx receiver (3 per payment)" "$(fmt "$d")/s" "—" "—" "≥ 10,000/s" "$(ge "$d" 10000)"
+  RAW+=("webhooks: with req/s ${W_VALUES[*]}; without req/s ${N_VALUES[*]}; ratios ${W_RATIOS[*]}; deliveries/s (wrk run + drain) ${D_RATES[*]}")
 fi
 
 if has_row hold; then

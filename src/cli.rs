@@ -203,6 +203,33 @@ pub struct ServeArgs {
     /// connection is cut and the process exits.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub shutdown_deadline: Duration,
+    /// Deliver every event to this URL, signed as Stripe signs webhooks (repeatable).
+    #[arg(long = "webhook", value_name = "URL")]
+    pub webhooks: Vec<String>,
+    /// The signing secret of the --webhook endpoints (default: one generated at start-up
+    /// and printed in the start-up line).
+    #[arg(long, env = "FAUXPAY_WEBHOOK_SECRET", value_name = "whsec_…")]
+    pub webhook_secret: Option<String>,
+    /// The waits before each retry of a failed delivery (`none`: no retry): Stripe's
+    /// test-mode schedule, compressed for local use.
+    #[arg(long, default_value = "1s,10s,1m,5m", value_parser = parse_retry_schedule)]
+    pub webhook_retries: RetrySchedule,
+    /// A delivery not answered with a 2xx within this is retried.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub webhook_timeout: Duration,
+    /// How long events are kept (`GET /v1/events`).
+    #[arg(long, default_value = "30d", value_parser = parse_duration)]
+    pub event_ttl: Duration,
+}
+
+/// `--webhook-retries`: the waits before each retry.
+#[derive(Debug, Clone)]
+pub struct RetrySchedule(pub Vec<Duration>);
+
+fn parse_retry_schedule(s: &str) -> Result<RetrySchedule, String> {
+    fauxpay::provider::webhooks::delivery::parse_retries(s)
+        .map(RetrySchedule)
+        .map_err(|e| format!("{e} (expected comma-separated durations such as 1s,10s,1m,5m, or none)"))
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -9,6 +9,10 @@ use anyhow::Context;
 use clap::Parser;
 use fauxpay::faults;
 use fauxpay::merchant::MerchantConfig;
+use fauxpay::provider::config::WebhookTarget;
+use fauxpay::provider::webhook_endpoints::object::generate_secret;
+use fauxpay::provider::webhook_endpoints::rules::check_url;
+use fauxpay::provider::webhooks::Settings as DeliverySettings;
 use fauxpay::provider::{self, Config, Provider};
 use tracing_subscriber::EnvFilter;
 
@@ -223,12 +227,32 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|| provider::Limits::default_max_connections(open_files)),
             shutdown_deadline: args.shutdown_deadline,
         },
+        webhooks: Vec::new(),
+        delivery: DeliverySettings {
+            retries: args.webhook_retries.0,
+            timeout: args.webhook_timeout,
+            ..DeliverySettings::default()
+        },
+        event_ttl: args.event_ttl,
     };
     if !args.addr.ip().is_loopback() && config.admin_token.is_none() {
         tracing::warn!(
             "listening on {} without --admin-token: anyone who can reach it may read the ledger, reset the state and swap the fault profile",
             args.addr
         );
+    }
+    let mut config = config;
+    let secret = match args.webhook_secret {
+        Some(s) if s.trim().is_empty() => anyhow::bail!("--webhook-secret must not be empty"),
+        Some(s) => s,
+        None => generate_secret(),
+    };
+    for url in &args.webhooks {
+        check_url(url).map_err(|e| anyhow::anyhow!("--webhook {url}: {}", e.message))?;
+        config.webhooks.push(WebhookTarget {
+            url: url.clone(),
+            secret: secret.clone(),
+        });
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -237,8 +261,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
+        // The secret is printed as it is (`describe` lowercases its line).
+        let hooks = match args.webhooks.is_empty() {
+            true => String::new(),
+            false => format!(" webhooks={} webhook_secret={secret}", args.webhooks.join(",")),
+        };
         tracing::info!(
-            "fauxpay provider listening on http://{addr} ({}); dashboard: http://{addr}/__fauxpay/",
+            "fauxpay provider listening on http://{addr} ({}{hooks}); dashboard: http://{addr}/__fauxpay/",
             config.describe()
         );
         provider::serve(listener, Provider::new(config), shutdown)

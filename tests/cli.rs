@@ -9,8 +9,14 @@ fn fauxpay() -> Command {
 
 /// Starts `fauxpay serve` on a free port and returns the child and its base URL, read
 /// from the start-up line. The caller waits for the child.
-#[allow(clippy::zombie_processes)]
 fn spawn_serve(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let (child, url, stderr, _) = spawn_serve_line(extra);
+    (child, url, stderr)
+}
+
+/// [`spawn_serve`], with the start-up line.
+#[allow(clippy::zombie_processes)]
+fn spawn_serve_line(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildStderr>, String) {
     let mut child = fauxpay()
         .args(["serve", "--addr", "127.0.0.1:0"])
         .args(extra)
@@ -30,7 +36,7 @@ fn spawn_serve(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildS
             let url = rest.split_whitespace().next().unwrap().to_string();
             assert!(line.contains("idempotency=stripe"), "{line}");
             assert!(line.contains("correlate=metadata.order_id"), "{line}");
-            return (child, url, stderr);
+            return (child, url, stderr, line);
         }
     }
 }
@@ -78,6 +84,12 @@ fn bad_flags_exit_2_with_a_clear_message() {
         (&["serve", "--idempotency", "maybe"][..], "idempotency"),
         (&["serve", "--correlate", "metadata..x"][..], "correlation path"),
         (&["serve", "--addr", "nowhere"][..], "addr"),
+        (
+            &["serve", "--webhook", "ftp://example.com/hook"][..],
+            "--webhook ftp://example.com/hook",
+        ),
+        (&["serve", "--webhook-retries", "1s,soon"][..], "webhook-retries"),
+        (&["serve", "--event-ttl", "0s"][..], "event-ttl"),
     ] {
         let out = fauxpay().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -98,6 +110,11 @@ fn help_explains_every_serve_flag() {
         "--duplicates",
         "--api-key",
         "--admin-token",
+        "--webhook",
+        "--webhook-secret",
+        "--webhook-retries",
+        "--webhook-timeout",
+        "--event-ttl",
     ] {
         assert!(help.contains(flag), "{flag} missing from help");
     }
@@ -119,6 +136,7 @@ fn profiles_list_names_every_bundled_profile() {
         "declines",
         "key-expiry",
         "chaos",
+        "duplicate-webhooks",
     ] {
         assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing:\n{text}");
     }
@@ -176,4 +194,37 @@ fn bad_profiles_give_one_line_per_mistake_and_exit_2() {
     let err = String::from_utf8_lossy(&serve.stderr);
     assert!(err.contains(&expected[2]), "{err}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn webhooks_print_their_generated_secret_and_shutdown_says_what_was_pending() {
+    // A port nobody listens on: every delivery fails and waits for its retry.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hook = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let (mut child, url, mut stderr, line) = spawn_serve_line(&["--webhook", &hook, "--webhook-retries", "10m"]);
+    assert!(line.contains(&format!("webhooks={hook}")), "{line}");
+    let secret = line
+        .split("webhook_secret=")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .unwrap_or_default();
+    assert!(secret.starts_with("whsec_") && secret.len() == 38, "{line}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let status = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{url}/v1/customers"))
+            .bearer_auth("sk_test_cli")
+            .form(&[("name", "pending")])
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 200);
+    terminate(&child);
+    assert!(child.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(rest.contains("webhook deliveries pending"), "{rest}");
 }

@@ -335,6 +335,10 @@ const CUS: &str = "/v1/customers";
 const CUS_ONE: &str = "/v1/customers/{customer}";
 const PM: &str = "/v1/payment_methods";
 const PM_ONE: &str = "/v1/payment_methods/{payment_method}";
+const EVT: &str = "/v1/events";
+const EVT_ONE: &str = "/v1/events/{id}";
+const WE: &str = "/v1/webhook_endpoints";
+const WE_ONE: &str = "/v1/webhook_endpoints/{webhook_endpoint}";
 
 impl Run {
     /// A `/__fauxpay/` authenticate request (not in Stripe's spec): its answer, an
@@ -1012,6 +1016,7 @@ async fn every_object_fauxpay_returns_validates_against_stripes_schema() {
     setup_intents(&mut r).await;
     customers_and_payment_methods(&mut r).await;
     charges_and_refunds(&mut r).await;
+    events_and_webhook_endpoints(&mut r).await;
     lists(&mut r).await;
     error_objects(&mut r).await;
     expanded(&mut r).await;
@@ -1041,6 +1046,77 @@ async fn every_object_fauxpay_returns_validates_against_stripes_schema() {
         types,
         ["api_error", "card_error", "idempotency_error", "invalid_request_error"]
     );
+}
+
+/// Events of every type the runs before produced (each event, and the object in its
+/// `data.object`, validated: the spec types `data.object` only as an object), filtered
+/// lists, and webhook endpoints (created with their secret, listed, updated, deleted).
+async fn events_and_webhook_endpoints(r: &mut Run) {
+    let mut types = BTreeSet::new();
+    let mut cursor = String::new();
+    loop {
+        let list = r.fetch_with(EVT, "", &format!("limit=100{cursor}")).await;
+        let data = list["data"].as_array().unwrap().clone();
+        for e in &data {
+            let kind = str_of(e, "type");
+            types.insert(kind.to_string());
+            let schema = match kind.split('.').next().unwrap() {
+                "charge" if kind.starts_with("charge.refund.") => "refund",
+                other => other,
+            };
+            let errs = errors(&component(schema), &e["data"]["object"]);
+            r.failures
+                .extend(errs.into_iter().map(|x| format!("{kind} data.object: {x}")));
+            r.validated += 1;
+        }
+        if list["has_more"] != true {
+            break;
+        }
+        cursor = format!("&starting_after={}", id(data.last().unwrap()));
+    }
+    for kind in [
+        "payment_intent.created",
+        "payment_intent.succeeded",
+        "payment_intent.payment_failed",
+        "payment_intent.requires_action",
+        "payment_intent.canceled",
+        "payment_intent.amount_capturable_updated",
+        "charge.succeeded",
+        "charge.failed",
+        "charge.captured",
+        "charge.refunded",
+        "charge.refund.updated",
+        "customer.created",
+        "customer.updated",
+        "payment_method.attached",
+        "setup_intent.created",
+        "setup_intent.succeeded",
+    ] {
+        assert!(types.contains(kind), "no {kind} event among {types:?}");
+    }
+    let one = r
+        .fetch_with(EVT, "", "limit=1&type=charge.*&delivery_success=true")
+        .await;
+    r.fetch(EVT_ONE, &id(&one["data"][0])).await;
+    r.fetch_with(
+        EVT,
+        "",
+        "types[]=customer.created&types[]=customer.updated&created[gte]=0",
+    )
+    .await;
+    let we = r
+        .ok(
+            WE,
+            "",
+            "url=http://127.0.0.1:9/hook&enabled_events[]=payment_intent.succeeded&description=d&metadata[k]=v",
+        )
+        .await;
+    assert!(str_of(&we, "secret").starts_with("whsec_"));
+    r.fetch(WE_ONE, &id(&we)).await;
+    r.fetch_with(WE, "", "limit=3").await;
+    r.ok(WE_ONE, &id(&we), "disabled=true&enabled_events[]=*").await;
+    let (status, gone) = r.send("DELETE", WE_ONE, &id(&we), "", &[]).await;
+    assert_eq!(status, 200, "{gone}");
 }
 
 /// The spec's path for fauxpay's route pattern (`/v1/charges/{id}` → `/v1/charges/{charge}`).

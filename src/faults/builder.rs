@@ -30,7 +30,7 @@ use std::time::Duration;
 use super::error::ProfileError;
 use super::fault::{default_decline_message, Fault, When};
 use super::parse::check_tree;
-use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};
+use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, WebhookRule, Window};
 use super::tree;
 
 /// `n` milliseconds.
@@ -55,6 +55,7 @@ impl Profile {
                 key_ttl: None,
                 latency: None,
                 rules: Vec::new(),
+                webhooks: Vec::new(),
             },
         }
     }
@@ -110,6 +111,12 @@ impl ProfileBuilder {
     /// Appends a rule (rules are evaluated in order).
     pub fn rule<W>(mut self, rule: RuleBuilder<W>) -> Self {
         self.profile.rules.push(rule.rule);
+        self
+    }
+
+    /// Appends a webhook delivery fault (`[[webhooks]]`, evaluated in order).
+    pub fn webhook(mut self, rule: WebhookRule) -> Self {
+        self.profile.webhooks.push(rule);
         self
     }
 

@@ -24,6 +24,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("declines", include_str!("../../fault-profiles/declines.toml")),
     ("key-expiry", include_str!("../../fault-profiles/key-expiry.toml")),
     ("chaos", include_str!("../../fault-profiles/chaos.toml")),
+    (
+        "duplicate-webhooks",
+        include_str!("../../fault-profiles/duplicate-webhooks.toml"),
+    ),
 ];
 
 /// The TOML text of a bundled profile.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::fault::{ser_duration, short_duration, Fault, When};
-use super::profile::{Action, Match, Profile, Rule, Window};
+use super::profile::{Action, DeliveryFault, Match, Profile, Rule, WebhookRule, Window};
 use super::sample::Stream;
 
 /// The salt of the profile's default `[latency]` (rules use their index).
@@ -166,6 +166,86 @@ impl Match {
             .is_none_or(|pm| facts.payment_method == Some(pm));
         let metadata = self.metadata.iter().all(|(k, v)| facts.metadata.get(k) == Some(v));
         method && path && amount && pm && metadata
+    }
+}
+
+/// Salts webhook rules' streams apart from request rules'.
+const WEBHOOK_SALT: u64 = 0x7765_6268_6f6f_6b00;
+
+/// What the engine knows about a delivery attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryFacts<'a> {
+    pub event_id: &'a str,
+    pub event_type: &'a str,
+    /// The endpoint's id.
+    pub endpoint: &'a str,
+    /// 1 for the first delivery of this event to this endpoint.
+    pub attempt: u32,
+}
+
+/// What happens to one delivery attempt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeliveryDecision {
+    /// Held this long before sending (the `delay` rules that fired, added up).
+    pub delay: Duration,
+    /// At most one other fault, and the index of its rule.
+    pub fault: Option<(DeliveryFault, usize)>,
+}
+
+impl DeliveryDecision {
+    /// `duplicate ×2 (webhook rule 0), delay 1.2s`, or `None` when nothing acted.
+    pub fn label(&self) -> Option<String> {
+        let fault = self.fault.as_ref().map(|(f, i)| {
+            let what = match f {
+                DeliveryFault::Duplicate { copies, gap } if gap.is_zero() => format!("duplicate ×{copies}"),
+                DeliveryFault::Duplicate { copies, gap } => {
+                    format!("duplicate ×{copies} gap {}", short_duration(*gap))
+                }
+                DeliveryFault::BadSignature { how, .. } => format!("bad_signature {}", how.as_str()),
+                other => other.kind().to_string(),
+            };
+            format!("{what} (webhook rule {i})")
+        });
+        let delay = (!self.delay.is_zero()).then(|| format!("delay {}", short_duration(self.delay)));
+        match (fault, delay) {
+            (Some(f), Some(d)) => Some(format!("{f}, {d}")),
+            (f, d) => f.or(d),
+        }
+    }
+}
+
+impl FaultEngine {
+    /// The decision for one delivery attempt: a pure function of the profile and `facts`.
+    pub fn decide_delivery(&self, facts: &DeliveryFacts) -> DeliveryDecision {
+        let mut decision = DeliveryDecision::default();
+        let identity = format!("{}/{}", facts.endpoint, facts.event_id);
+        for (index, rule) in self.profile().webhooks.iter().enumerate() {
+            let is_delay = matches!(rule.fault, DeliveryFault::Delay { .. });
+            if (!is_delay && decision.fault.is_some()) || !rule.applies(facts) {
+                continue;
+            }
+            let salt = WEBHOOK_SALT ^ index as u64;
+            let mut stream = Stream::new(self.profile().seed, &identity, facts.attempt, salt);
+            if stream.next_f64() >= rule.probability {
+                continue;
+            }
+            match &rule.fault {
+                DeliveryFault::Delay { latency } => decision.delay += latency.sample(&mut stream),
+                other => decision.fault = Some((other.clone(), index)),
+            }
+        }
+        decision
+    }
+}
+
+impl WebhookRule {
+    /// Whether the rule may act on this delivery attempt (before its roll).
+    pub fn applies(&self, facts: &DeliveryFacts) -> bool {
+        self.first_attempts.is_none_or(|n| facts.attempt <= n)
+            && self.event.as_deref().is_none_or(|p| match p.strip_suffix('*') {
+                Some(prefix) => facts.event_type.starts_with(prefix),
+                None => facts.event_type == p,
+            })
     }
 }
 

@@ -9,7 +9,10 @@ use std::time::Duration;
 use super::checker::{closest, join, Checker, Table};
 use super::error::ProfileError;
 use super::fault::{kinds_with_when, Fault, When, ERROR_STATUSES, KINDS, KINDS_WITH_WHEN};
-use super::profile::{Action, AmountRange, Distribution, Latency, Match, Profile, Rule, Window};
+use super::profile::{
+    Action, AmountRange, DeliveryFault, Distribution, Forgery, Latency, Match, Profile, Rule, WebhookRule, Window,
+    MAX_COPIES, WEBHOOK_KINDS,
+};
 use super::tree::{self, Node, Value};
 
 /// Parses and validates a TOML profile; `source` labels the errors (usually the path).
@@ -44,9 +47,9 @@ pub(crate) fn check_tree(source: &str, root: &Node) -> Result<Profile, ProfileEr
     }
 }
 
-const TOP_FIELDS: &[&str] = &["name", "description", "seed", "key_ttl", "latency", "rules"];
+const TOP_FIELDS: &[&str] = &["name", "description", "seed", "key_ttl", "latency", "rules", "webhooks"];
 const RULE_FIELDS: &[&str] = &["kind", "probability", "when", "first_attempts", "match", "window"];
-const LATENCY_FIELDS: &[&str] = &[
+pub(crate) const LATENCY_FIELDS: &[&str] = &[
     "distribution",
     "value",
     "min",
@@ -77,7 +80,7 @@ pub const MAX_FIRST_ATTEMPTS: u32 = 1_000;
 pub const MAX_RULES: usize = 256;
 
 /// `Some(None)` for an absent optional field, `None` for an invalid one.
-fn optional<T>(read: Option<Option<T>>) -> Option<Option<T>> {
+pub(crate) fn optional<T>(read: Option<Option<T>>) -> Option<Option<T>> {
     read.map_or(Some(None), |v| v.map(Some))
 }
 
@@ -132,6 +135,28 @@ fn profile(c: &mut Checker, root: &Node) -> Option<Profile> {
             None
         }
     };
+    let webhooks = match t.get("webhooks") {
+        None => Some(Vec::new()),
+        Some(Node {
+            value: Value::Array(items),
+            ..
+        }) => {
+            let rules: Vec<Option<WebhookRule>> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| webhook_rule(c, item, &format!("webhooks[{i}]")))
+                .collect();
+            rules.into_iter().collect()
+        }
+        Some(n) => {
+            c.error(
+                n.line,
+                "webhooks",
+                format!("expected an array of tables ([[webhooks]]), got {}", n.describe()),
+            );
+            None
+        }
+    };
     Some(Profile {
         name: name?.to_string(),
         description: description?.to_string(),
@@ -139,12 +164,13 @@ fn profile(c: &mut Checker, root: &Node) -> Option<Profile> {
         key_ttl: key_ttl?,
         latency: latency?,
         rules: rules?,
+        webhooks: webhooks?,
     })
 }
 
 /// The distribution fields of a `[latency]` table or a latency rule (other fields are the
 /// caller's business).
-fn latency(c: &mut Checker, t: &Table) -> Option<Latency> {
+pub(crate) fn latency(c: &mut Checker, t: &Table) -> Option<Latency> {
     let names: Vec<&str> = DISTRIBUTIONS.iter().map(|(n, _)| *n).collect();
     let expected = format!("a distribution, one of {}", names.join(", "));
     let dist_field = t.field("distribution");
@@ -513,6 +539,131 @@ fn window(c: &mut Checker, node: &Node, path: &str) -> Option<Window> {
     Some(Window {
         start: start?.unwrap_or(Duration::ZERO),
         duration: duration?,
+    })
+}
+
+const WEBHOOK_FIELDS: &[&str] = &["kind", "probability", "first_attempts", "match"];
+
+fn webhook_kind_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "duplicate" => &["copies", "gap"],
+        "delay" => LATENCY_FIELDS,
+        "bad_signature" => &["how", "retry"],
+        _ => &[],
+    }
+}
+
+/// Reads one `[[webhooks]]` table (`path` is `webhooks[i]`).
+pub(crate) fn webhook_rule(c: &mut Checker, node: &Node, path: &str) -> Option<WebhookRule> {
+    let t = c.table(node, path)?;
+    let kinds = WEBHOOK_KINDS.join(", ");
+    let kind_node = c.require(&t, "kind", &format!("a delivery fault kind, one of {kinds}"))?;
+    let kind = c.string(kind_node, &t.field("kind"))?;
+    if !WEBHOOK_KINDS.contains(&kind) {
+        let hint = closest(kind, WEBHOOK_KINDS)
+            .map(|c| format!(" (did you mean `{c}`?)"))
+            .unwrap_or_default();
+        c.error(
+            kind_node.line,
+            &t.field("kind"),
+            format!("unknown delivery fault kind {kind:?}, expected one of {kinds}{hint}"),
+        );
+        return None;
+    }
+    let allowed: Vec<&str> = WEBHOOK_FIELDS
+        .iter()
+        .chain(webhook_kind_fields(kind))
+        .copied()
+        .collect();
+    c.only(&t, &allowed);
+    let probability = optional(
+        t.get("probability")
+            .map(|n| c.number_in(n, &t.field("probability"), 0.0, 1.0)),
+    );
+    let first_attempts = optional(t.get("first_attempts").map(|n| {
+        let expected = "a whole number of attempts, at least 1";
+        c.integer_in(n, &t.field("first_attempts"), 1, i64::from(u32::MAX), expected)
+            .map(|i| i as u32)
+    }));
+    let event = optional(t.get("match").map(|n| {
+        let m = c.table(n, &t.field("match"))?;
+        c.only(&m, &["event"]);
+        let Some(e) = m.get("event") else {
+            return Some(None);
+        };
+        let field = m.field("event");
+        let pattern = c.nonempty_string(e, &field)?;
+        let star = pattern.find('*');
+        let valid = match star {
+            None => true,
+            Some(i) => i == pattern.len() - 1 && (pattern == "*" || pattern.ends_with(".*")),
+        };
+        if !valid {
+            c.error(
+                e.line,
+                &field,
+                format!("expected an event type such as \"payment_intent.succeeded\" or a prefix such as \"payment_intent.*\", got {pattern:?}"),
+            );
+            return None;
+        }
+        Some(Some(pattern.to_string()))
+    }));
+    let fault = match kind {
+        "duplicate" => {
+            let copies = optional(t.get("copies").map(|n| {
+                let expected = format!("a number of copies between 2 and {MAX_COPIES}");
+                c.integer_in(n, &t.field("copies"), 2, i64::from(MAX_COPIES), &expected)
+                    .map(|i| i as u32)
+            }));
+            let gap = optional(t.get("gap").map(|n| c.duration(n, &t.field("gap"))));
+            Some(DeliveryFault::Duplicate {
+                copies: copies?.unwrap_or(2),
+                gap: gap?.unwrap_or(Duration::ZERO),
+            })
+        }
+        "delay" => latency(c, &t).map(|latency| DeliveryFault::Delay { latency }),
+        "lose_ack" => Some(DeliveryFault::LoseAck),
+        "drop" => Some(DeliveryFault::Drop),
+        _ => {
+            let how_node = c.require(&t, "how", "wrong_secret or stale_timestamp");
+            let how = how_node.and_then(|n| {
+                let field = t.field("how");
+                match c.string(n, &field)? {
+                    "wrong_secret" => Some(Forgery::WrongSecret),
+                    "stale_timestamp" => Some(Forgery::StaleTimestamp),
+                    other => {
+                        c.error(
+                            n.line,
+                            &field,
+                            format!("expected wrong_secret or stale_timestamp, got {other:?}"),
+                        );
+                        None
+                    }
+                }
+            });
+            let retry = optional(t.get("retry").map(|n| match &n.value {
+                super::tree::Value::Bool(b) => Some(*b),
+                _ => {
+                    c.error(
+                        n.line,
+                        &t.field("retry"),
+                        format!("expected true or false, got {}", n.describe()),
+                    );
+                    None
+                }
+            }));
+            let (how, retry) = (how, retry);
+            Some(DeliveryFault::BadSignature {
+                how: how?,
+                retry: retry?.unwrap_or(true),
+            })
+        }
+    };
+    Some(WebhookRule {
+        fault: fault?,
+        probability: probability?.unwrap_or(1.0),
+        first_attempts: first_attempts?,
+        event: event?.flatten(),
     })
 }
 

@@ -27,6 +27,9 @@ pub struct Profile {
     /// Evaluated in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<Rule>,
+    /// Webhook delivery faults (`[[webhooks]]`), evaluated in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<WebhookRule>,
 }
 
 /// A latency distribution and its optional cap.
@@ -242,5 +245,167 @@ fn fault_entries<M: SerializeMap>(map: &mut M, fault: &Fault) -> Result<(), M::E
             map.serialize_entry("message", message)
         }
         Fault::SlowBody { duration } => map.serialize_entry("duration", &Dur(*duration)),
+    }
+}
+
+/// The most copies a `duplicate` rule may ask for.
+pub const MAX_COPIES: u32 = 10;
+
+/// The kinds of delivery faults, as the schema spells them.
+pub const WEBHOOK_KINDS: &[&str] = &["duplicate", "delay", "lose_ack", "drop", "bad_signature"];
+
+/// How a `bad_signature` delivery is forged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forgery {
+    /// Signed with another secret.
+    WrongSecret,
+    /// Signed correctly, ten minutes ago (past the libraries' 5-minute tolerance).
+    StaleTimestamp,
+}
+
+impl Forgery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forgery::WrongSecret => "wrong_secret",
+            Forgery::StaleTimestamp => "stale_timestamp",
+        }
+    }
+}
+
+/// What a webhook rule does to a delivery attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeliveryFault {
+    Duplicate { copies: u32, gap: Duration },
+    Delay { latency: Latency },
+    LoseAck,
+    Drop,
+    BadSignature { how: Forgery, retry: bool },
+}
+
+impl DeliveryFault {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DeliveryFault::Duplicate { .. } => "duplicate",
+            DeliveryFault::Delay { .. } => "delay",
+            DeliveryFault::LoseAck => "lose_ack",
+            DeliveryFault::Drop => "drop",
+            DeliveryFault::BadSignature { .. } => "bad_signature",
+        }
+    }
+}
+
+/// One `[[webhooks]]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookRule {
+    pub fault: DeliveryFault,
+    /// In `0..=1`.
+    pub probability: f64,
+    /// Only delivery attempts `1..=N`.
+    pub first_attempts: Option<u32>,
+    /// `[webhooks.match] event`: an event type, or a prefix ending in `.*`.
+    pub event: Option<String>,
+}
+
+/// Typed construction of webhook rules, for [`ProfileBuilder::webhook`](super::ProfileBuilder::webhook)
+/// (which checks them with the parser): `WebhookRule::duplicate(2).event("payment_intent.succeeded")`.
+impl WebhookRule {
+    fn new(fault: DeliveryFault) -> Self {
+        Self {
+            fault,
+            probability: 1.0,
+            first_attempts: None,
+            event: None,
+        }
+    }
+
+    /// `copies` sends at once.
+    pub fn duplicate(copies: u32) -> Self {
+        Self::new(DeliveryFault::Duplicate {
+            copies,
+            gap: Duration::ZERO,
+        })
+    }
+
+    /// `copies` sends, `gap` apart.
+    pub fn duplicate_spaced(copies: u32, gap: Duration) -> Self {
+        Self::new(DeliveryFault::Duplicate { copies, gap })
+    }
+
+    pub fn delay(latency: impl Into<Latency>) -> Self {
+        Self::new(DeliveryFault::Delay {
+            latency: latency.into(),
+        })
+    }
+
+    pub fn lose_ack() -> Self {
+        Self::new(DeliveryFault::LoseAck)
+    }
+
+    pub fn drop_delivery() -> Self {
+        Self::new(DeliveryFault::Drop)
+    }
+
+    /// Forged as `how` says, retried correctly signed.
+    pub fn bad_signature(how: Forgery) -> Self {
+        Self::new(DeliveryFault::BadSignature { how, retry: true })
+    }
+
+    /// A `bad_signature` rule whose rejected delivery is not retried.
+    pub fn no_retry(mut self) -> Self {
+        if let DeliveryFault::BadSignature { retry, .. } = &mut self.fault {
+            *retry = false;
+        }
+        self
+    }
+
+    pub fn probability(mut self, p: f64) -> Self {
+        self.probability = p;
+        self
+    }
+
+    pub fn first_attempts(mut self, n: u32) -> Self {
+        self.first_attempts = Some(n);
+        self
+    }
+
+    /// Only events of this type, or of a prefix ending in `.*`.
+    pub fn event(mut self, pattern: impl Into<String>) -> Self {
+        self.event = Some(pattern.into());
+        self
+    }
+}
+
+impl Serialize for WebhookRule {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("kind", self.fault.kind())?;
+        map.serialize_entry("probability", &self.probability)?;
+        match &self.fault {
+            DeliveryFault::Duplicate { copies, gap } => {
+                map.serialize_entry("copies", copies)?;
+                map.serialize_entry("gap", &humantime::format_duration(*gap).to_string())?;
+            }
+            DeliveryFault::Delay { latency } => {
+                // A latency serialises as a map of its fields: inline them.
+                let v = serde_json::to_value(latency).map_err(serde::ser::Error::custom)?;
+                if let serde_json::Value::Object(fields) = v {
+                    for (k, v) in fields {
+                        map.serialize_entry(&k, &v)?;
+                    }
+                }
+            }
+            DeliveryFault::BadSignature { how, retry } => {
+                map.serialize_entry("how", how.as_str())?;
+                map.serialize_entry("retry", retry)?;
+            }
+            DeliveryFault::LoseAck | DeliveryFault::Drop => {}
+        }
+        if let Some(n) = self.first_attempts {
+            map.serialize_entry("first_attempts", &n)?;
+        }
+        if let Some(e) = &self.event {
+            map.serialize_entry("match", &serde_json::json!({ "event": e }))?;
+        }
+        map.end()
     }
 }

@@ -3,7 +3,9 @@
 //! [`endpoints`], and the spec checks and README's parameter table read it too.
 
 use crate::provider::endpoint::Endpoint;
-use crate::provider::{charges, customers, payment_intents, payment_methods, refunds, setup_intents};
+use crate::provider::{
+    charges, customers, events, payment_intents, payment_methods, refunds, setup_intents, webhook_endpoints,
+};
 
 /// The Stripe resources served under `/v1`: each declares its endpoints.
 pub const RESOURCES: &[&[Endpoint]] = &[
@@ -13,6 +15,8 @@ pub const RESOURCES: &[&[Endpoint]] = &[
     customers::routes::ENDPOINTS,
     payment_methods::routes::ENDPOINTS,
     setup_intents::routes::ENDPOINTS,
+    events::routes::ENDPOINTS,
+    webhook_endpoints::routes::ENDPOINTS,
 ];
 
 /// Every `/v1` endpoint, in declaration order.

@@ -1,12 +1,22 @@
 //! The provider's settings: what `fauxpay serve`'s flags decide (idempotency mode and key
 //! lifetime, how payments are correlated, the duplicate policy, keys and tokens, the
-//! fault profile at start-up).
+//! fault profile at start-up, the webhook endpoints and how events are delivered to them).
 
 use std::time::Duration;
 
 use crate::faults::{self, Profile};
+use crate::provider::events::store::DEFAULT_TTL as DEFAULT_EVENT_TTL;
 use crate::provider::idempotency::Mode as IdempotencyMode;
 use crate::provider::payments::{CorrelationSource, DuplicatePolicy};
+use crate::provider::webhooks::Settings as DeliverySettings;
+
+/// A webhook endpoint set at start-up (`fauxpay serve --webhook URL`): it receives every
+/// event, signed with `secret` (`whsec_…`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookTarget {
+    pub url: String,
+    pub secret: String,
+}
 
 /// The provider's settings (the flags of `fauxpay serve`).
 #[derive(Debug, Clone)]
@@ -24,6 +34,12 @@ pub struct Config {
     /// The fault profile active at start-up, and its source text.
     pub profile: Profile,
     pub profile_source: String,
+    /// Endpoints receiving every event (`--webhook`), besides those created through the API.
+    pub webhooks: Vec<WebhookTarget>,
+    /// Retry schedule, timeout and concurrency of webhook deliveries.
+    pub delivery: DeliverySettings,
+    /// How long events are kept (`--event-ttl`).
+    pub event_ttl: Duration,
     /// What one client may cost the server: timeouts, connections, the shutdown deadline.
     pub limits: Limits,
 }
@@ -76,6 +92,9 @@ impl Default for Config {
             profile: faults::bundled::load("happy").expect("the bundled happy profile is valid"),
             profile_source: faults::bundled::text("happy").unwrap_or_default().to_string(),
             limits: Limits::default(),
+            webhooks: Vec::new(),
+            delivery: DeliverySettings::default(),
+            event_ttl: DEFAULT_EVENT_TTL,
         }
     }
 }

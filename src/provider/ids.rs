@@ -2,7 +2,7 @@
 //!
 //! Each kind of id is its own newtype so a charge id can never be passed where a
 //! payment intent id or an idempotency key is expected. Object ids carry Stripe's
-//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `seti_`, `req_`) followed by 24 random
+//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `seti_`, `evt_`, `we_`, `req_`) followed by 24 random
 //! alphanumerics.
 
 use std::fmt;
@@ -246,6 +246,14 @@ id_type!(
 id_type!(
     /// The id of one HTTP request (`req_…`), sent back in the `Request-Id` header.
     RequestId, "req_"
+);
+id_type!(
+    /// An event's id (`evt_…`).
+    EventId, "evt_"
+);
+id_type!(
+    /// A webhook endpoint's id (`we_…`).
+    WebhookEndpointId, "we_"
 );
 
 /// The object a request created or touched, for the request log.

@@ -2,7 +2,8 @@
 //!
 //! Live on the request path: requests by route, method and status, a request latency
 //! histogram, idempotent replays, in-flight key conflicts and key mismatches, and the
-//! requests executing now. Charge, refund, duplicate and fault figures are read from the
+//! requests executing now, and webhook deliveries (attempts by result, their latency,
+//! the queue depth). Charge, refund, duplicate and fault figures are read from the
 //! ledger and the fault injector when scraped. The text is OpenMetrics 1.0 (counters end
 //! in `_total`), which Prometheus scrapes as it is.
 
@@ -35,6 +36,31 @@ struct RequestLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabels {
+    result: &'static str,
+}
+
+/// Webhook delivery's metrics, shared with the delivery tasks.
+#[derive(Debug, Clone)]
+pub struct WebhookMetrics {
+    deliveries: Family<DeliveryLabels, Counter>,
+    latency: Histogram,
+    /// Deliveries waiting in the endpoints' queues.
+    pub queued: Gauge,
+}
+
+impl WebhookMetrics {
+    /// One delivery attempt ended with `result` (`delivered`, `failed`, `dropped`, …)
+    /// after `elapsed` (`None`: nothing was sent).
+    pub fn observe(&self, result: &'static str, elapsed: Option<Duration>) {
+        self.deliveries.get_or_create(&DeliveryLabels { result }).inc();
+        if let Some(e) = elapsed {
+            self.latency.observe(e.as_secs_f64());
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     kind: &'static str,
     when: &'static str,
@@ -52,6 +78,7 @@ pub struct Metrics {
     /// Connections open now, and those refused beyond `--max-connections`.
     pub connections: Gauge,
     pub connections_refused: Counter,
+    pub webhooks: WebhookMetrics,
 }
 
 impl Default for Metrics {
@@ -60,6 +87,11 @@ impl Default for Metrics {
         let duration = Histogram::new(BUCKETS);
         let (replays, in_flight_conflicts, key_mismatches) = Default::default();
         let in_flight = Gauge::default();
+        let webhooks = WebhookMetrics {
+            deliveries: Family::default(),
+            latency: Histogram::new(BUCKETS),
+            queued: Gauge::default(),
+        };
         let (connections, connections_refused) = (Gauge::default(), Counter::default());
         let mut registry = Registry::default();
         registry.register(
@@ -71,6 +103,21 @@ impl Default for Metrics {
             "fauxpay_connections_refused",
             "Connections refused with 503 because --max-connections were open",
             Counter::clone(&connections_refused),
+        );
+        registry.register(
+            "fauxpay_webhook_deliveries",
+            "Webhook delivery attempts, by result",
+            webhooks.deliveries.clone(),
+        );
+        registry.register(
+            "fauxpay_webhook_delivery_duration_seconds",
+            "Time from sending a webhook to its answer",
+            webhooks.latency.clone(),
+        );
+        registry.register(
+            "fauxpay_webhook_queue_depth",
+            "Webhook deliveries waiting in the endpoints' queues",
+            Gauge::clone(&webhooks.queued),
         );
         registry.register(
             "fauxpay_http_requests",
@@ -112,6 +159,7 @@ impl Default for Metrics {
             in_flight,
             connections,
             connections_refused,
+            webhooks,
         }
     }
 }
@@ -200,6 +248,8 @@ mod tests {
         m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(30));
         m.replays.inc();
         m.in_flight.inc();
+        m.webhooks.observe("delivered", Some(Duration::from_millis(2)));
+        m.webhooks.observe("dropped", None);
         let text = m.render(&Ledger::default(), &[((FaultKind::Reset, When::AfterCommit), 3)]);
         assert!(
             text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"),
@@ -221,6 +271,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("fauxpay_request_duration_seconds_count 2"), "{text}");
+        assert!(
+            text.contains("fauxpay_webhook_deliveries_total{result=\"delivered\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fauxpay_webhook_delivery_duration_seconds_count 1"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_webhook_queue_depth 0"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -5,8 +5,9 @@
 //!   panics), extraction, responses, the `/v1` route table, the admin API and the
 //!   server's life cycle. Nothing else in the provider knows axum or hyper.
 //! - the core, everything else: one folder per Stripe resource (`payment_intents`,
-//!   `charges`, `refunds`, `customers`, `payment_methods`, `setup_intents`: its object
-//!   and JSON, its rules, its endpoints), 3-D Secure (`three_ds`), the request
+//!   `charges`, `refunds`, `customers`, `payment_methods`, `setup_intents`, `events`,
+//!   `webhook_endpoints`: its object and JSON, its rules, its endpoints), 3-D Secure
+//!   (`three_ds`), webhook delivery (`webhooks`: signed, retried, with delivery faults), the request
 //!   pipeline (faults × idempotency × the operation, as a value the edge carries out),
 //!   and the shared machinery: params, ids, tables, pagination, search, `expand[]`, the
 //!   idempotency store, the ledger, fault injection, metrics, and the dashboard's view
@@ -29,6 +30,7 @@ pub mod customers;
 pub mod dashboard;
 pub mod endpoint;
 pub mod error;
+pub mod events;
 pub mod expand;
 pub mod fault_injection;
 pub mod fields;
@@ -55,6 +57,8 @@ pub mod table;
 #[cfg(test)]
 pub mod test_support;
 pub mod three_ds;
+pub mod webhook_endpoints;
+pub mod webhooks;
 
 pub use app::Provider;
 pub use config::{Config, Limits};

@@ -140,6 +140,29 @@ impl<V: Keyed + Clone> Table<V> {
         }
     }
 
+    /// Keeps only the objects `keep` accepts (their order and sequence numbers kept);
+    /// says how many were removed. A shard that loses rows has its index rebuilt, so
+    /// this is for rare sweeps (expired events, a deleted endpoint), not the hot path.
+    pub fn retain(&self, keep: impl Fn(&V) -> bool) -> usize {
+        let mut removed = 0;
+        for s in self.shards.iter() {
+            let mut shard = s.lock();
+            let before = shard.rows.len();
+            shard.rows.retain(|(_, v)| keep(v));
+            if shard.rows.len() == before {
+                continue;
+            }
+            removed += before - shard.rows.len();
+            let Shard { index, rows } = &mut *shard;
+            index.clear();
+            for (i, (_, v)) in rows.iter().enumerate() {
+                let hash = self.hasher.hash_one(v.key());
+                index.insert_unique(hash, i as u32, |&j| self.hasher.hash_one(rows[j as usize].1.key()));
+            }
+        }
+        removed
+    }
+
     /// A page of at most `limit` objects matching `keep`, newest first.
     pub fn page(&self, cursor: Cursor, limit: usize, keep: impl Fn(&V) -> bool) -> Page<V> {
         let mut found: Vec<(u64, V)> = Vec::new();
@@ -245,6 +268,10 @@ mod tests {
             (Some(Obj(3, 7)), 30),
             "same key: replaced in place"
         );
+        assert_eq!(t.retain(|o| o.0 % 3 != 0), 10);
+        assert_eq!((t.len(), t.get(&3), t.get(&4)), (20, None, Some(Obj(4, 40))));
+        let p = t.page(Cursor::Start, 3, |_| true);
+        assert_eq!(values(&p), vec![290, 280, 260], "order kept after a retain");
         t.clear();
         assert!(t.is_empty());
     }

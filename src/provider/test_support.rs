@@ -1,6 +1,8 @@
 //! Helpers shared by the provider's unit tests: payment state with the default
 //! settings, and form bodies as `Params`.
 
+use crate::provider::attempt::Attempt;
+use crate::provider::ids::RequestId;
 use crate::provider::params::Params;
 use crate::provider::payments::{CorrelationSource, DuplicatePolicy, Payments};
 
@@ -20,4 +22,9 @@ pub fn payments() -> Payments {
 /// A form body (bracket notation) as parameters.
 pub fn form(s: &str) -> Params {
     Params::from_form(s.as_bytes()).expect("a valid form body")
+}
+
+/// A plain attempt (a fresh request id, no key, no fault).
+pub fn attempt() -> Attempt {
+    Attempt::plain(RequestId::generate(), None)
 }

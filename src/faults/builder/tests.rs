@@ -1,5 +1,5 @@
 use super::*;
-use crate::faults::{bundled, parse_forced, parse_profile, parse_profile_text, Decision};
+use crate::faults::{bundled, parse_forced, parse_profile, parse_profile_text, Decision, Forgery, WebhookRule};
 
 /// The TOML parser's profile for a `[[rules]]`/`[latency]` text under the builder's
 /// defaults (`name = "x"`, empty description, seed 0).
@@ -259,7 +259,22 @@ fn the_bundled_profiles_rebuild_equal_to_their_files() {
                     .method("POST")
                     .path("/v1/payment_intents*"),
             )
-            .rule(Rule::slow_body(ms(1500)).probability(0.03)),
+            .rule(Rule::slow_body(ms(1500)).probability(0.03))
+            .webhook(WebhookRule::delay(Distribution::uniform(ms(100), secs(1))).probability(0.1))
+            .webhook(WebhookRule::duplicate(2).probability(0.05))
+            .webhook(WebhookRule::lose_ack().probability(0.03).first_attempts(1))
+            .webhook(WebhookRule::drop_delivery().probability(0.03).first_attempts(1))
+            .webhook(
+                WebhookRule::bad_signature(Forgery::WrongSecret)
+                    .probability(0.02)
+                    .first_attempts(1),
+            ),
+        Profile::builder("duplicate-webhooks")
+            .description("Every payment_intent.succeeded delivered twice at once, 30% of events delayed 0.5-2s, 20% of first deliveries' acks lost.")
+            .seed(1212)
+            .webhook(WebhookRule::delay(Distribution::uniform(ms(500), secs(2))).probability(0.3))
+            .webhook(WebhookRule::lose_ack().probability(0.2).first_attempts(1))
+            .webhook(WebhookRule::duplicate(2).event("payment_intent.succeeded")),
     ];
     assert_eq!(rebuilt.len(), bundled::BUNDLED.len(), "one per bundled profile");
     for builder in rebuilt {
@@ -452,5 +467,30 @@ fn header_values_read_as_the_documented_grammar() {
     assert!(
         parse_forced(&Fault::error(When::BeforeCommit, 418).header_value()).is_err(),
         "an invalid fault is written as given, for the provider to refuse"
+    );
+}
+
+#[test]
+fn webhook_rules_are_checked_by_the_parser() {
+    let e = x().webhook(WebhookRule::duplicate(1)).build().unwrap_err();
+    assert!(e.to_string().contains("webhooks[0].copies"), "{e}");
+    let e = x()
+        .webhook(WebhookRule::lose_ack().event("payment_*"))
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("webhooks[0].match.event"), "{e}");
+    let p = built(
+        x().webhook(
+            WebhookRule::bad_signature(Forgery::StaleTimestamp)
+                .no_retry()
+                .probability(0.5),
+        ),
+    );
+    assert_eq!(
+        p.webhooks[0].fault,
+        crate::faults::DeliveryFault::BadSignature {
+            how: Forgery::StaleTimestamp,
+            retry: false
+        }
     );
 }

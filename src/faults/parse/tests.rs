@@ -488,7 +488,7 @@ fn the_top_level_is_checked() {
             "x.toml:1: name: missing, expected a string",
             "x.toml:1: description: missing, expected a string",
             "x.toml:1: seed: missing, expected a non-negative integer",
-            "x.toml:2: nmae: unknown field, expected one of name, description, seed, key_ttl, latency, rules (did you \
+            "x.toml:2: nmae: unknown field, expected one of name, description, seed, key_ttl, latency, rules, webhooks (did you \
              mean `name`?)",
         ]
     );

@@ -8,6 +8,7 @@ use serde_json::json;
 use super::object::{Charge, ChargeStatus, NewCharge};
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
+use crate::provider::events::object::EventType;
 use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, source, text};
 use crate::provider::ids::{ChargeId, PaymentMethodId};
 use crate::provider::ledger::{LedgerEntry, MovementKind};
@@ -46,7 +47,10 @@ impl Payments {
         let mut entry = self.ledger.entry(correlation_id.as_ref(), &charge.id.as_str());
         if let Some(d) = decline {
             let err = card_error(&d).with_extra("charge", json!(charge.id));
-            self.charges.insert(Arc::new(charge));
+            let charge = Arc::new(charge);
+            self.charges.insert(charge.clone());
+            self.events
+                .emit(EventType::ChargeFailed, Reply::Charge(charge), None, attempt);
             return Err(err);
         }
         if capture && self.policy == DuplicatePolicy::Reject && entry.captured_charges() > 0 {
@@ -58,6 +62,8 @@ impl Payments {
         }
         let charge = Arc::new(charge);
         self.charges.insert(charge.clone());
+        self.events
+            .emit(EventType::ChargeSucceeded, Reply::Charge(charge.clone()), None, attempt);
         Ok(Reply::Charge(charge))
     }
 
@@ -118,7 +124,13 @@ impl Payments {
                 c.captured = true;
                 c.amount_captured = amount;
                 entry.append(MovementKind::Charge, movement_for(&c, attempt));
-                *slot = Arc::new(c);
+                let before = std::mem::replace(slot, Arc::new(c));
+                self.events.emit(
+                    EventType::ChargeCaptured,
+                    Reply::Charge(slot.clone()),
+                    Some(Reply::Charge(before)),
+                    attempt,
+                );
                 Ok(slot.clone())
             })
             .unwrap_or_else(|| Err(ApiError::unknown_object("charge", &id.as_str(), "charge")))

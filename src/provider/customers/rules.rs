@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use super::object::{Customer, CustomerText};
+use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
+use crate::provider::events::object::EventType;
 use crate::provider::fields::{metadata, metadata_update, text_at_most, text_update};
 use crate::provider::ids::{CustomerId, PaymentMethodId};
 use crate::provider::json::now_unix;
@@ -75,7 +77,7 @@ impl Payments {
         }
     }
 
-    pub fn create_customer(&self, p: &Params) -> Result<Reply, ApiError> {
+    pub fn create_customer(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let text = CustomerText {
             description: text_at_most(p, "description", MAX_DESCRIPTION)?,
             email: text_at_most(p, "email", MAX_EMAIL)?,
@@ -99,7 +101,7 @@ impl Payments {
         };
         let id = CustomerId::generate();
         let saved = match named {
-            Some(named) => Some(self.attach(named, id)?.id),
+            Some(named) => Some(self.attach(named, id, attempt)?.id),
             None => None,
         };
         let customer = Arc::new(Customer {
@@ -111,6 +113,12 @@ impl Payments {
             deleted: false,
         });
         self.customers.insert(customer.clone());
+        self.events.emit(
+            EventType::CustomerCreated,
+            Reply::Customer(customer.clone()),
+            None,
+            attempt,
+        );
         Ok(Reply::Customer(customer))
     }
 
@@ -122,7 +130,7 @@ impl Payments {
             .ok_or_else(|| unknown_path(raw))
     }
 
-    pub fn update_customer(&self, raw: &str, p: &Params) -> Result<Reply, ApiError> {
+    pub fn update_customer(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let current = self.live_customer(raw).ok_or_else(|| unknown_path(raw))?;
         let updates = [
             text_update(p, "description", MAX_DESCRIPTION)?,
@@ -162,14 +170,20 @@ impl Payments {
                 if let Some(d) = default {
                     c.default_payment_method = d;
                 }
-                *slot = Arc::new(c);
+                let before = std::mem::replace(slot, Arc::new(c));
+                self.events.emit(
+                    EventType::CustomerUpdated,
+                    Reply::Customer(slot.clone()),
+                    Some(Reply::Customer(before)),
+                    attempt,
+                );
                 Ok(Reply::Customer(slot.clone()))
             })
             .unwrap_or_else(|| Err(unknown_path(raw)))
     }
 
     /// Deletes a customer: answers `{"id","object":"customer","deleted":true}`.
-    pub fn delete_customer(&self, raw: &str) -> Result<Reply, ApiError> {
+    pub fn delete_customer(&self, raw: &str, attempt: &Attempt) -> Result<Reply, ApiError> {
         let id = CustomerId::parse(raw).ok_or_else(|| unknown_path(raw))?;
         self.customers
             .update(&id, |slot| {
@@ -178,7 +192,10 @@ impl Payments {
                 }
                 let mut c = (**slot).clone();
                 c.deleted = true;
-                *slot = Arc::new(c);
+                // `customer.deleted` carries the customer as it was.
+                let before = std::mem::replace(slot, Arc::new(c));
+                self.events
+                    .emit(EventType::CustomerDeleted, Reply::Customer(before), None, attempt);
                 Ok(Reply::Customer(slot.clone()))
             })
             .unwrap_or_else(|| Err(unknown_path(raw)))
@@ -239,7 +256,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::provider::test_support::{form, payments};
+    use crate::provider::test_support::{attempt, form, payments};
 
     fn ids(list: &Value) -> Vec<&str> {
         list["data"]
@@ -254,9 +271,10 @@ mod tests {
     fn create_retrieve_update() {
         let p = payments();
         let c = p
-            .create_customer(&form(
-                "email=jenny@example.com&name=Jenny&phone=%2B15555550100&description=d&metadata[tier]=gold",
-            ))
+            .create_customer(
+                &form("email=jenny@example.com&name=Jenny&phone=%2B15555550100&description=d&metadata[tier]=gold"),
+                &attempt(),
+            )
             .unwrap()
             .json();
         let id = c["id"].as_str().unwrap();
@@ -266,7 +284,11 @@ mod tests {
         );
         assert_eq!(p.retrieve_customer(id).unwrap().json(), c);
         let up = p
-            .update_customer(id, &form("name=&email=j@example.com&metadata[tier]=&metadata[vip]=yes"))
+            .update_customer(
+                id,
+                &form("name=&email=j@example.com&metadata[tier]=&metadata[vip]=yes"),
+                &attempt(),
+            )
             .unwrap()
             .json();
         assert_eq!(up["name"], Value::Null);
@@ -274,14 +296,14 @@ mod tests {
         assert_eq!(up["description"], "d", "not sent: kept");
         assert_eq!(up["metadata"], json!({"vip": "yes"}));
         assert_eq!(
-            p.update_customer("cus_nope", &form("name=x"))
+            p.update_customer("cus_nope", &form("name=x"), &attempt())
                 .unwrap_err()
                 .status
                 .code(),
             404
         );
         let e = p
-            .create_customer(&form(&format!("name={}", "n".repeat(257))))
+            .create_customer(&form(&format!("name={}", "n".repeat(257))), &attempt())
             .unwrap_err();
         assert_eq!(e.param.as_deref(), Some("name"));
     }
@@ -289,16 +311,16 @@ mod tests {
     #[test]
     fn deleted_customers_retrieve_as_deleted_and_are_unknown_elsewhere() {
         let p = payments();
-        let id = p.create_customer(&form("email=a@b.c")).unwrap().json()["id"]
+        let id = p.create_customer(&form("email=a@b.c"), &attempt()).unwrap().json()["id"]
             .as_str()
             .unwrap()
             .to_string();
-        let gone = p.delete_customer(&id).unwrap().json();
+        let gone = p.delete_customer(&id, &attempt()).unwrap().json();
         assert_eq!(gone, json!({"id": id, "object": "customer", "deleted": true}));
         assert_eq!(p.retrieve_customer(&id).unwrap().json(), gone);
         for e in [
-            p.delete_customer(&id).unwrap_err(),
-            p.update_customer(&id, &form("name=x")).unwrap_err(),
+            p.delete_customer(&id, &attempt()).unwrap_err(),
+            p.update_customer(&id, &form("name=x"), &attempt()).unwrap_err(),
             p.list_customer_payment_methods(&id, &form("")).unwrap_err(),
         ] {
             assert_eq!((e.status.code(), e.code.as_deref()), (404, Some("resource_missing")));
@@ -315,10 +337,13 @@ mod tests {
     fn list_filters_and_search() {
         let p = payments();
         let a = p
-            .create_customer(&form("email=a@x.io&name=Ann&metadata[plan]=pro"))
+            .create_customer(&form("email=a@x.io&name=Ann&metadata[plan]=pro"), &attempt())
             .unwrap()
             .json();
-        let b = p.create_customer(&form("email=b@x.io&name=Bob")).unwrap().json();
+        let b = p
+            .create_customer(&form("email=b@x.io&name=Bob"), &attempt())
+            .unwrap()
+            .json();
         let (a, b) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
         assert_eq!(ids(&p.list_customers(&form("")).unwrap().json()), [b, a]);
         assert_eq!(ids(&p.list_customers(&form("email=a@x.io")).unwrap().json()), [a]);
@@ -359,9 +384,10 @@ mod tests {
     fn default_payment_method_must_be_the_customers() {
         let p = payments();
         let c = p
-            .create_customer(&form(
-                "payment_method=pm_card_visa&invoice_settings[default_payment_method]=pm_card_visa",
-            ))
+            .create_customer(
+                &form("payment_method=pm_card_visa&invoice_settings[default_payment_method]=pm_card_visa"),
+                &attempt(),
+            )
             .unwrap()
             .json();
         let id = c["id"].as_str().unwrap();
@@ -374,7 +400,10 @@ mod tests {
         assert_eq!(pm["customer"], id);
 
         let e = p
-            .create_customer(&form("invoice_settings[default_payment_method]=pm_card_visa"))
+            .create_customer(
+                &form("invoice_settings[default_payment_method]=pm_card_visa"),
+                &attempt(),
+            )
             .unwrap_err();
         assert_eq!(e.param.as_deref(), Some(DEFAULT_PM_PARAM));
         let other = p
@@ -383,17 +412,25 @@ mod tests {
             .json();
         let other = other["id"].as_str().unwrap();
         let e = p
-            .update_customer(id, &form(&format!("invoice_settings[default_payment_method]={other}")))
+            .update_customer(
+                id,
+                &form(&format!("invoice_settings[default_payment_method]={other}")),
+                &attempt(),
+            )
             .unwrap_err();
         assert!(e.message.contains("does not have a payment method"), "{e}");
-        p.attach_payment_method(other, &form(&format!("customer={id}")))
+        p.attach_payment_method(other, &form(&format!("customer={id}")), &attempt())
             .unwrap();
         let up = p
-            .update_customer(id, &form(&format!("invoice_settings[default_payment_method]={other}")))
+            .update_customer(
+                id,
+                &form(&format!("invoice_settings[default_payment_method]={other}")),
+                &attempt(),
+            )
             .unwrap()
             .json();
         assert_eq!(up["invoice_settings"]["default_payment_method"], other);
-        p.detach_payment_method(other).unwrap();
+        p.detach_payment_method(other, &attempt()).unwrap();
         let after = p.retrieve_customer(id).unwrap().json();
         assert_eq!(
             after["invoice_settings"]["default_payment_method"],
@@ -404,16 +441,19 @@ mod tests {
             .update_customer(
                 id,
                 &form(&format!("invoice_settings[default_payment_method]={default}")),
+                &attempt(),
             )
             .unwrap()
             .json();
         assert_eq!(up["invoice_settings"]["default_payment_method"], default);
         let cleared = p
-            .update_customer(id, &form("invoice_settings[default_payment_method]="))
+            .update_customer(id, &form("invoice_settings[default_payment_method]="), &attempt())
             .unwrap()
             .json();
         assert_eq!(cleared["invoice_settings"]["default_payment_method"], Value::Null);
-        let e = p.create_customer(&form("payment_method=pm_nope")).unwrap_err();
+        let e = p
+            .create_customer(&form("payment_method=pm_nope"), &attempt())
+            .unwrap_err();
         assert_eq!((e.status.code(), e.param.as_deref()), (400, Some("payment_method")));
     }
 }

@@ -27,6 +27,10 @@ pub enum Kind {
     /// Setup intents (`/v1/setup_intents`, served once that resource is): nothing names
     /// one, so none is ever looked up; their own fields expand.
     SetupIntent,
+    /// Events: nothing names one; nothing in one expands.
+    Event,
+    /// Webhook endpoints: nothing names one; nothing in one expands.
+    WebhookEndpoint,
 }
 
 impl Kind {
@@ -37,6 +41,8 @@ impl Kind {
         Kind::Customer,
         Kind::PaymentMethod,
         Kind::SetupIntent,
+        Kind::Event,
+        Kind::WebhookEndpoint,
     ];
 
     /// The path segment of its endpoints (`/v1/payment_intents…`).
@@ -48,6 +54,8 @@ impl Kind {
             Kind::Customer => "customers",
             Kind::PaymentMethod => "payment_methods",
             Kind::SetupIntent => "setup_intents",
+            Kind::Event => "events",
+            Kind::WebhookEndpoint => "webhook_endpoints",
         }
     }
 
@@ -60,6 +68,8 @@ impl Kind {
             Kind::Customer => "customer",
             Kind::PaymentMethod => "payment_method",
             Kind::SetupIntent => "setup_intent",
+            Kind::Event => "event",
+            Kind::WebhookEndpoint => "webhook_endpoint",
         }
     }
 
@@ -72,6 +82,8 @@ impl Kind {
             Kind::Customer => &CUSTOMER,
             Kind::PaymentMethod => &PAYMENT_METHOD,
             Kind::SetupIntent => &SETUP_INTENT,
+            Kind::Event => &EVENT,
+            Kind::WebhookEndpoint => &NOTHING,
         }
     }
 
@@ -131,6 +143,18 @@ impl Included {
         }
     }
 }
+
+/// `event`: its `data` and `request` are hashes with nothing fauxpay expands.
+static EVENT: Expandable = Expandable {
+    fields: &[],
+    accepted: &["data", "request"],
+};
+
+/// An object with nothing to expand (webhook endpoints).
+static NOTHING: Expandable = Expandable {
+    fields: &[],
+    accepted: &[],
+};
 
 /// `payment_intent`: its customer, latest charge and payment method.
 const PAYMENT_INTENT: Expandable = Expandable {
@@ -299,7 +323,7 @@ pub fn resolve(p: &Payments, kind: Kind, id: &str, owner: Option<(Kind, &str)>) 
             .and_then(|id| p.customers.get(&id))
             .map(|o| o.to_json()),
         Kind::PaymentMethod => payment_method(p, id, owner),
-        Kind::SetupIntent => None,
+        Kind::SetupIntent | Kind::Event | Kind::WebhookEndpoint => None,
     }
 }
 

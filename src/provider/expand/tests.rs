@@ -258,7 +258,7 @@ fn customer_and_payment(p: &Payments) -> (Value, Value) {
     let cus = p
         .create_customer(&form(
             "email=jenny@example.com&payment_method=pm_card_visa&invoice_settings[default_payment_method]=pm_card_visa",
-        ))
+        ), &attempt())
         .unwrap()
         .json();
     let pm = cus["invoice_settings"]["default_payment_method"]
@@ -392,12 +392,15 @@ fn null_fields_stay_null_and_accepted_fields_are_left_alone() {
 #[test]
 fn a_deleted_customer_expands_as_stripes_deleted_object() {
     let p = payments();
-    let cus = p.create_customer(&form("email=a@example.com")).unwrap().json();
+    let cus = p
+        .create_customer(&form("email=a@example.com"), &attempt())
+        .unwrap()
+        .json();
     let id = cus["id"].as_str().unwrap();
     let pi = p
         .create_intent(&form(&format!("amount=500&currency=usd&customer={id}")), &attempt())
         .unwrap();
-    p.delete_customer(id).unwrap();
+    p.delete_customer(id, &attempt()).unwrap();
     let v = expanded(&p, Verb::Post, "/v1/payment_intents", "expand[]=customer", pi);
     assert_eq!(v["customer"], json!({"id": id, "object": "customer", "deleted": true}));
 }

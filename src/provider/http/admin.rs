@@ -8,6 +8,11 @@
 //! invalid one is refused with its errors and the old one stays), and
 //! `GET /__fauxpay/requests` lists recent requests with their identity, attempt, fault
 //! and outcome.
+//! `GET /__fauxpay/webhooks` is the webhook delivery log (each attempt: event, endpoint,
+//! attempt, status or error, latency, fault) with the delivery counts;
+//! `POST /__fauxpay/webhooks/resend` (`event=evt_…`) delivers an event again;
+//! `GET /__fauxpay/webhooks/drain?timeout=30s` waits until no delivery is queued, in
+//! flight or waiting to retry (or the timeout passes) and answers the counts.
 //! With `--admin-token`, every admin route but `health` requires that bearer token.
 
 use std::convert::Infallible;
@@ -28,8 +33,10 @@ use crate::faults;
 use crate::provider::app::Provider;
 use crate::provider::error::{ApiError, ErrorType, Status};
 use crate::provider::fault_injection::REQUEST_LOG_CAPACITY;
+use crate::provider::ids::EventId;
 use crate::provider::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
 use crate::provider::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
+use crate::provider::webhooks::log::LOG_CAPACITY as WEBHOOK_LOG_CAPACITY;
 
 type AppState = Arc<Provider>;
 
@@ -47,6 +54,9 @@ pub fn routes(provider: AppState) -> Vec<(&'static str, MethodRouter<AppState>)>
         ("/__fauxpay/reset", guard(post(reset))),
         ("/__fauxpay/profile", guard(get(profile).put(swap_profile))),
         ("/__fauxpay/requests", guard(get(requests))),
+        ("/__fauxpay/webhooks", guard(get(webhooks))),
+        ("/__fauxpay/webhooks/resend", guard(post(resend_webhook))),
+        ("/__fauxpay/webhooks/drain", guard(get(drain_webhooks))),
         ("/metrics", guard(get(metrics))),
     ]
 }
@@ -197,6 +207,74 @@ async fn requests(State(app): State<AppState>, req: ApiRequest) -> Response {
             && prefix.is_none_or(|p| r.correlation_id.as_ref().is_some_and(|c| c.as_str().starts_with(p)))
     });
     Json(json!({"object": "list", "data": records})).into_response()
+}
+
+/// The longest a drain may wait.
+const MAX_DRAIN: std::time::Duration = std::time::Duration::from_secs(600);
+
+async fn webhooks(State(app): State<AppState>, req: ApiRequest) -> Response {
+    let params = &req.request.params;
+    let (limit, event, endpoint) = match (
+        params.opt_u64("limit"),
+        params.opt_str("event"),
+        params.opt_str("endpoint"),
+    ) {
+        (Ok(l), Ok(e), Ok(p)) => (l.unwrap_or(100).min(WEBHOOK_LOG_CAPACITY as u64) as usize, e, p),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e.into_response(),
+    };
+    let records = app.webhooks.log.recent(limit, |r| {
+        event.is_none_or(|e| *r.event.as_str() == *e) && endpoint.is_none_or(|p| *r.endpoint.as_str() == *p)
+    });
+    Json(json!({"object": "list", "counts": app.webhooks.counts(), "data": records})).into_response()
+}
+
+async fn resend_webhook(State(app): State<AppState>, req: ApiRequest) -> Response {
+    let raw = match req.request.params.req_str("event") {
+        Ok(e) => e,
+        Err(e) => return e.into_response(),
+    };
+    let Some(event) = EventId::parse(raw).and_then(|id| app.payments.events.table.get(&id)) else {
+        return ApiError::unknown_object("event", raw, "event").into_response();
+    };
+    let endpoints: Vec<_> = app
+        .payments
+        .events
+        .endpoints()
+        .iter()
+        .filter(|e| e.wants(event.kind))
+        .cloned()
+        .collect();
+    app.webhooks.resend(&event, &endpoints);
+    Json(json!({"event": event.id, "endpoints": endpoints.iter().map(|e| e.id).collect::<Vec<_>>()})).into_response()
+}
+
+async fn drain_webhooks(State(app): State<AppState>, req: ApiRequest) -> Response {
+    let timeout = match req.request.params.opt_str("timeout") {
+        Ok(None) => std::time::Duration::from_secs(30),
+        Ok(Some(t)) => {
+            match humantime::parse_duration(t).or_else(|_| t.parse::<u64>().map(std::time::Duration::from_secs)) {
+                Ok(d) => d.min(MAX_DRAIN),
+                Err(_) => {
+                    return ApiError::invalid_param(
+                        "timeout",
+                        format!("Invalid timeout: '{t}' is not a duration such as 30s."),
+                    )
+                    .into_response()
+                }
+            }
+        }
+        Err(e) => return e.into_response(),
+    };
+    let (drained, c) = app.webhooks.drain(timeout).await;
+    Json(json!({
+        "drained": drained,
+        "queued": c.queued,
+        "in_flight": c.in_flight,
+        "retrying": c.retrying,
+        "delivered": c.delivered,
+        "failed": c.failed,
+    }))
+    .into_response()
 }
 
 #[cfg(test)]

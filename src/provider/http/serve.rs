@@ -1,5 +1,6 @@
 //! The provider's life cycle: serve a listener until told to stop (sweeping expired
-//! idempotency keys meanwhile), and [`RunningProvider`], a provider in a background task
+//! idempotency keys and events meanwhile; saying at the end how many webhook deliveries
+//! were left pending), and [`RunningProvider`], a provider in a background task
 //! for tests, the demo and embedding.
 
 use std::future::Future;
@@ -28,12 +29,29 @@ pub async fn serve(
         provider.metrics.connections_refused.clone(),
     );
     let limits = provider.config.limits;
+    let stopping = provider.clone();
     let shutdown = async move {
         shutdown.await;
-        provider.begin_stopping();
+        stopping.begin_stopping();
     };
     let result = server::serve_connections(listener, app, shutdown, limits, stats).await;
     let _ = stop_tx.send(true);
+    let pending = provider.webhooks.counts();
+    if pending.pending() > 0 {
+        tracing::warn!(
+            queued = pending.queued,
+            in_flight = pending.in_flight,
+            retrying = pending.retrying,
+            "stopping with {} webhook deliveries pending (not delivered)",
+            pending.pending()
+        );
+    } else {
+        tracing::info!(
+            delivered = pending.delivered,
+            failed = pending.failed,
+            "no webhook delivery pending"
+        );
+    }
     result
 }
 
@@ -54,6 +72,10 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
                 let purged = provider.faults.purge_attempts(now, store.ttl());
                 if purged > 0 {
                     tracing::debug!(purged, "expired attempt counts purged");
+                }
+                let events = provider.payments.events.purge_expired(crate::provider::json::now_unix());
+                if events > 0 {
+                    tracing::debug!(events, "events past --event-ttl purged");
                 }
             }
             _ = stop.changed() => return,

@@ -18,6 +18,6 @@ pub const ENDPOINTS: &[Endpoint] = &[
         p.capture_intent(c.id, c.params, c.attempt)
     }),
     Endpoint::post("/v1/payment_intents/{id}/cancel", |p, c| {
-        p.cancel_intent(c.id, c.params)
+        p.cancel_intent(c.id, c.params, c.attempt)
     }),
 ];

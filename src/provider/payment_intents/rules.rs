@@ -17,6 +17,7 @@ use crate::provider::attempt::Attempt;
 use crate::provider::cards::{Authentication, Decline, TestCard, AUTHENTICATION_REQUIRED};
 use crate::provider::charges::object::{Charge, NewCharge};
 use crate::provider::error::ApiError;
+use crate::provider::events::object::EventType;
 use crate::provider::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update,
 };
@@ -198,15 +199,29 @@ impl Payments {
         if !confirm {
             let pi = Arc::new(pi);
             self.intents.insert(pi.clone());
+            self.events.emit(
+                EventType::PaymentIntentCreated,
+                Reply::Intent(pi.clone()),
+                None,
+                attempt,
+            );
             return Ok(Reply::Intent(pi));
         }
         let Some(card) = card else {
             return Err(no_payment_method_to_confirm());
         };
         let mut entry = self.ledger.entry(pi.correlation_id.as_ref(), &pi.id.as_str());
+        // `payment_intent.created` shows the intent as created, before its confirmation.
+        self.events.emit(
+            EventType::PaymentIntentCreated,
+            Reply::Intent(Arc::new(pi.clone())),
+            None,
+            attempt,
+        );
         let result = self.confirm_locked(&mut pi, card, &mut entry, attempt, how);
         let pi = Arc::new(pi);
         self.intents.insert(pi.clone());
+        self.emit_intent_outcome(&pi, result.is_err(), attempt);
         drop(entry);
         match result {
             Ok(()) => Ok(Reply::Intent(pi)),
@@ -374,6 +389,7 @@ impl Payments {
             };
             let result = self.confirm_locked(&mut pi, card, entry, attempt, how);
             *slot = Arc::new(pi);
+            self.emit_intent_outcome(slot, result.is_err(), attempt);
             result
                 .map(|()| Reply::Intent(slot.clone()))
                 .map_err(|e| e.with_extra("payment_intent", slot.to_json()))
@@ -453,7 +469,10 @@ impl Payments {
             pi.status = IntentStatus::RequiresPaymentMethod;
             pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(&d, charge.id)));
             let err = card_error(&d).with_extra("charge", json!(charge.id));
-            self.charges.insert(Arc::new(charge));
+            let charge = Arc::new(charge);
+            self.charges.insert(charge.clone());
+            self.events
+                .emit(EventType::ChargeFailed, Reply::Charge(charge), None, attempt);
             return Err(err);
         }
         pi.last_payment_error = None;
@@ -465,12 +484,15 @@ impl Payments {
             pi.status = IntentStatus::RequiresCapture;
             pi.amount_capturable = pi.amount;
         }
-        self.charges.insert(Arc::new(charge));
+        let charge = Arc::new(charge);
+        self.charges.insert(charge.clone());
+        self.events
+            .emit(EventType::ChargeSucceeded, Reply::Charge(charge), None, attempt);
         if let (Some(usage), Some(id)) = (pi.setup_future_usage, pi.payment_method) {
             // The payment is made: saving the method cannot fail it. What could refuse
             // the save (another customer's method, a detached one) was refused before.
             let customer = pi.customer().and_then(CustomerId::parse);
-            let _ = self.save_payment_method(id, card, customer, usage);
+            let _ = self.save_payment_method(id, card, customer, usage, attempt);
         }
         Ok(())
     }
@@ -501,6 +523,8 @@ impl Payments {
                 }
             };
             *slot = Arc::new(pi);
+            let failed = result.is_err() || outcome == Outcome::Fail;
+            self.emit_intent_outcome(slot, failed, attempt);
             result
                 .map(|()| Reply::Intent(slot.clone()))
                 .map_err(|e| e.with_extra("payment_intent", slot.to_json()))
@@ -544,12 +568,13 @@ impl Payments {
             pi.amount_capturable = 0;
             pi.amount_received = charge.amount_captured;
             *slot = Arc::new(pi);
+            self.emit_intent_outcome(slot, false, attempt);
             Ok(Reply::Intent(slot.clone()))
         })
         .unwrap_or_else(|| Err(unknown()))
     }
 
-    pub fn cancel_intent(&self, raw_id: &str, p: &Params) -> Result<Reply, ApiError> {
+    pub fn cancel_intent(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let reason = match p.opt_str("cancellation_reason")? {
             None => None,
@@ -575,10 +600,17 @@ impl Payments {
                     // Release the authorisation: no money moved, so the ledger is untouched.
                     if let Some(ch) = &pi.latest_charge {
                         self.charges.update(ch, |c| {
+                            let before = c.clone();
                             let mut c2 = (**c).clone();
                             c2.refunded = true;
                             c2.amount_refunded = c2.amount;
                             *c = Arc::new(c2);
+                            self.events.emit(
+                                EventType::ChargeRefunded,
+                                Reply::Charge(c.clone()),
+                                Some(Reply::Charge(before)),
+                                attempt,
+                            );
                         });
                     }
                 }
@@ -588,9 +620,25 @@ impl Payments {
                 pi.canceled_at = Some(now_unix());
                 pi.cancellation_reason = reason;
                 *slot = Arc::new(pi);
+                self.events
+                    .emit(EventType::PaymentIntentCanceled, Reply::Intent(slot.clone()), None, attempt);
                 Ok(Reply::Intent(slot.clone()))
             })
             .unwrap_or_else(|| Err(unknown()))
+    }
+
+    /// The event a confirmation, authentication or capture of `pi` ends with: its new
+    /// status (`succeeded`, `requires_action`, `amount_capturable_updated` for an
+    /// authorisation) or `payment_failed` when the attempt failed.
+    fn emit_intent_outcome(&self, pi: &Arc<PaymentIntent>, failed: bool, attempt: &Attempt) {
+        let kind = match (failed, pi.status) {
+            (true, _) => EventType::PaymentIntentPaymentFailed,
+            (false, IntentStatus::Succeeded) => EventType::PaymentIntentSucceeded,
+            (false, IntentStatus::RequiresCapture) => EventType::PaymentIntentAmountCapturableUpdated,
+            (false, IntentStatus::RequiresAction) => EventType::PaymentIntentRequiresAction,
+            (false, _) => return,
+        };
+        self.events.emit(kind, Reply::Intent(pi.clone()), None, attempt);
     }
 
     pub fn retrieve_intent(&self, id: &str) -> Result<Reply, ApiError> {

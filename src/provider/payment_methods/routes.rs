@@ -10,7 +10,9 @@ pub const ENDPOINTS: &[Endpoint] = &[
         p.update_payment_method(c.id, c.params)
     }),
     Endpoint::post("/v1/payment_methods/{id}/attach", |p, c| {
-        p.attach_payment_method(c.id, c.params)
+        p.attach_payment_method(c.id, c.params, c.attempt)
     }),
-    Endpoint::post("/v1/payment_methods/{id}/detach", |p, c| p.detach_payment_method(c.id)),
+    Endpoint::post("/v1/payment_methods/{id}/detach", |p, c| {
+        p.detach_payment_method(c.id, c.attempt)
+    }),
 ];

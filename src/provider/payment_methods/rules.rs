@@ -12,8 +12,10 @@
 use std::sync::Arc;
 
 use super::object::{year_month, Address, Attachment, BillingDetails, PaymentMethod};
+use crate::provider::attempt::Attempt;
 use crate::provider::cards::{TestCard, CARDS};
 use crate::provider::error::{ApiError, ErrorType, Status};
+use crate::provider::events::object::EventType;
 use crate::provider::fields::{metadata, metadata_update, payment_method};
 use crate::provider::ids::{CustomerId, PaymentMethodId};
 use crate::provider::json::now_unix;
@@ -292,7 +294,12 @@ impl Payments {
     /// Attaches what `named` names to `customer` (a live customer): a magic test method
     /// is cloned into a new saved one; a saved one must be unattached (or already this
     /// customer's).
-    pub fn attach(&self, named: Named, customer: CustomerId) -> Result<Arc<PaymentMethod>, ApiError> {
+    pub fn attach(
+        &self,
+        named: Named,
+        customer: CustomerId,
+        attempt: &Attempt,
+    ) -> Result<Arc<PaymentMethod>, ApiError> {
         let saved = match named {
             Named::Test(card) => {
                 let pm = Arc::new(PaymentMethod {
@@ -300,6 +307,12 @@ impl Payments {
                     ..PaymentMethod::new(card)
                 });
                 self.payment_methods.insert(pm.clone());
+                self.events.emit(
+                    EventType::PaymentMethodAttached,
+                    Reply::PaymentMethod(pm.clone()),
+                    None,
+                    attempt,
+                );
                 return Ok(pm);
             }
             Named::Saved(pm) => pm,
@@ -321,22 +334,24 @@ impl Payments {
                     let mut pm = (**slot).clone();
                     pm.attachment = Attachment::Customer(customer);
                     *slot = Arc::new(pm);
+                    self.events
+                        .emit(EventType::PaymentMethodAttached, Reply::PaymentMethod(slot.clone()), None, attempt);
                     Ok(slot.clone())
                 }
             })
             .unwrap_or_else(|| Err(unknown_path(&saved.id.as_str())))
     }
 
-    pub fn attach_payment_method(&self, raw: &str, p: &Params) -> Result<Reply, ApiError> {
+    pub fn attach_payment_method(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let customer = p.req_str("customer")?;
         let customer = self
             .live_customer(customer)
             .ok_or_else(|| ApiError::unknown_reference("customer", customer, "customer"))?;
         let named = self.named_payment_method(raw).ok_or_else(|| unknown_path(raw))?;
-        self.attach(named, customer.id).map(Reply::PaymentMethod)
+        self.attach(named, customer.id, attempt).map(Reply::PaymentMethod)
     }
 
-    pub fn detach_payment_method(&self, raw: &str) -> Result<Reply, ApiError> {
+    pub fn detach_payment_method(&self, raw: &str, attempt: &Attempt) -> Result<Reply, ApiError> {
         let not_attached = || {
             ApiError::invalid_request(
                 "The payment method you provided is not attached to a customer so detachment is impossible.",
@@ -358,6 +373,12 @@ impl Payments {
                 let mut pm = (**slot).clone();
                 pm.attachment = Attachment::Detached;
                 *slot = Arc::new(pm);
+                self.events.emit(
+                    EventType::PaymentMethodDetached,
+                    Reply::PaymentMethod(slot.clone()),
+                    None,
+                    attempt,
+                );
                 Ok((slot.clone(), owner))
             })
             .unwrap_or_else(|| Err(unknown_path(raw)))?;
@@ -443,7 +464,7 @@ mod tests {
     use crate::provider::test_support::{form, payments};
 
     fn customer(p: &Payments) -> String {
-        p.create_customer(&form("email=a@b.c")).unwrap().json()["id"]
+        p.create_customer(&form("email=a@b.c"), &attempt()).unwrap().json()["id"]
             .as_str()
             .unwrap()
             .to_string()
@@ -531,11 +552,11 @@ mod tests {
         );
         let cus = customer(&p);
         let a = p
-            .attach_payment_method("pm_card_visa", &form(&format!("customer={cus}")))
+            .attach_payment_method("pm_card_visa", &form(&format!("customer={cus}")), &attempt())
             .unwrap()
             .json();
         let b = p
-            .attach_payment_method("pm_card_visa", &form(&format!("customer={cus}")))
+            .attach_payment_method("pm_card_visa", &form(&format!("customer={cus}")), &attempt())
             .unwrap()
             .json();
         assert_ne!(a["id"], b["id"], "each attach saves a new copy");
@@ -556,40 +577,42 @@ mod tests {
             .unwrap()
             .json();
         let id = pm["id"].as_str().unwrap();
-        let e = p.detach_payment_method(id).unwrap_err();
+        let e = p.detach_payment_method(id, &attempt()).unwrap_err();
         assert!(e.message.contains("not attached"), "{e}");
-        assert!(p.attach_payment_method(id, &form("")).is_err());
-        let e = p.attach_payment_method(id, &form("customer=cus_nope")).unwrap_err();
+        assert!(p.attach_payment_method(id, &form(""), &attempt()).is_err());
+        let e = p
+            .attach_payment_method(id, &form("customer=cus_nope"), &attempt())
+            .unwrap_err();
         assert_eq!((e.status.code(), e.param.as_deref()), (400, Some("customer")));
         let e = p
-            .attach_payment_method("pm_nope", &form(&format!("customer={a}")))
+            .attach_payment_method("pm_nope", &form(&format!("customer={a}")), &attempt())
             .unwrap_err();
         assert_eq!(e.status.code(), 404);
         assert_eq!(
-            p.attach_payment_method(id, &form(&format!("customer={a}")))
+            p.attach_payment_method(id, &form(&format!("customer={a}")), &attempt())
                 .unwrap()
                 .json()["customer"],
             a
         );
         assert_eq!(
-            p.attach_payment_method(id, &form(&format!("customer={a}")))
+            p.attach_payment_method(id, &form(&format!("customer={a}")), &attempt())
                 .unwrap()
                 .json()["customer"],
             a,
             "again to the same customer: unchanged"
         );
         let e = p
-            .attach_payment_method(id, &form(&format!("customer={b}")))
+            .attach_payment_method(id, &form(&format!("customer={b}")), &attempt())
             .unwrap_err();
         assert!(e.message.contains("already been attached"), "{e}");
         assert_eq!(
             p.list_payment_methods(&form(&format!("customer={b}"))).unwrap().json()["data"],
             serde_json::json!([])
         );
-        let detached = p.detach_payment_method(id).unwrap().json();
+        let detached = p.detach_payment_method(id, &attempt()).unwrap().json();
         assert_eq!(detached["customer"], Value::Null);
         let e = p
-            .attach_payment_method(id, &form(&format!("customer={b}")))
+            .attach_payment_method(id, &form(&format!("customer={b}")), &attempt())
             .unwrap_err();
         assert!(e.message.contains("may not be used again"), "{e}");
         assert_eq!(
@@ -648,7 +671,10 @@ mod tests {
     #[test]
     fn intents_charge_a_saved_method_only_for_its_customer() {
         let p = payments();
-        let a = p.create_customer(&form("payment_method=pm_card_visa")).unwrap().json()["id"]
+        let a = p
+            .create_customer(&form("payment_method=pm_card_visa"), &attempt())
+            .unwrap()
+            .json()["id"]
             .as_str()
             .unwrap()
             .to_string();
@@ -696,7 +722,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.param.as_deref(), Some("payment_method"));
         let pending = intent(format!("customer={a}&payment_method={saved}")).unwrap().json();
-        p.detach_payment_method(&saved).unwrap();
+        p.detach_payment_method(&saved, &attempt()).unwrap();
         let e = p
             .confirm_intent(pending["id"].as_str().unwrap(), &form(""), &attempt())
             .unwrap_err();

@@ -9,8 +9,9 @@
 //! duplicate check cannot race the append.
 //!
 //! Each resource folder (`payment_intents`, `charges`, `refunds`, `customers`,
-//! `payment_methods`, `setup_intents`) adds its operations to [`Payments`] in its `rules.rs`; this file
-//! holds the state they share, the duplicate policy and where a payment's correlation
+//! `payment_methods`, `setup_intents`, `events`, `webhook_endpoints`) adds its operations to
+//! [`Payments`] in its `rules.rs`; each publishes an event for every state change it makes
+//! (`events::store`), under the same locks as the change. This file holds the state they share, the duplicate policy and where a payment's correlation
 //! id comes from.
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use crate::provider::attempt::Attempt;
 use crate::provider::charges::object::Charge;
 use crate::provider::customers::object::Customer;
+use crate::provider::events::store::Events;
 use crate::provider::ids::CorrelationId;
 use crate::provider::ledger::Ledger;
 use crate::provider::params::Params;
@@ -26,6 +28,7 @@ use crate::provider::payment_methods::object::PaymentMethod;
 use crate::provider::refunds::object::Refund;
 use crate::provider::setup_intents::object::SetupIntent;
 use crate::provider::table::Table;
+use crate::provider::webhook_endpoints::object::WebhookEndpoint;
 
 #[cfg(test)]
 mod tests;
@@ -77,6 +80,9 @@ pub struct Payments {
     pub customers: Table<Arc<Customer>>,
     pub payment_methods: Table<Arc<PaymentMethod>>,
     pub setup_intents: Table<Arc<SetupIntent>>,
+    pub webhook_endpoints: Table<Arc<WebhookEndpoint>>,
+    /// Every event, published by the rules at their commit points.
+    pub events: Events,
     pub ledger: Ledger,
     pub policy: DuplicatePolicy,
     pub correlate: CorrelationSource,
@@ -91,6 +97,8 @@ impl Payments {
             customers: Table::default(),
             payment_methods: Table::default(),
             setup_intents: Table::default(),
+            webhook_endpoints: Table::default(),
+            events: Events::default(),
             ledger: Ledger::default(),
             policy,
             correlate,
@@ -109,6 +117,9 @@ impl Payments {
         self.customers.clear();
         self.payment_methods.clear();
         self.setup_intents.clear();
+        self.webhook_endpoints.clear();
+        self.events.set_endpoints(Vec::new());
+        self.events.clear();
         self.ledger.clear();
     }
 }

@@ -152,13 +152,19 @@ fn confirm_and_cancel_follow_the_state_machine() {
     assert!(p
         .confirm_intent(id, &form("payment_method=pm_card_visa"), &attempt("c3"))
         .is_err());
-    assert!(p.cancel_intent(id, &form("")).is_err());
+    assert!(p
+        .cancel_intent(id, &form(""), &crate::provider::test_support::attempt())
+        .is_err());
     let other = p
         .create_intent(&form("amount=1000&currency=usd"), &attempt("k"))
         .unwrap()
         .json();
     let canceled = p
-        .cancel_intent(other["id"].as_str().unwrap(), &form("cancellation_reason=abandoned"))
+        .cancel_intent(
+            other["id"].as_str().unwrap(),
+            &form("cancellation_reason=abandoned"),
+            &crate::provider::test_support::attempt(),
+        )
         .unwrap()
         .json();
     assert_eq!(canceled["status"], "canceled");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::object::{Refund, RefundReason};
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
+use crate::provider::events::object::EventType;
 use crate::provider::fields::metadata;
 use crate::provider::ids::{ChargeId, PaymentIntentId, RefundId, Token};
 use crate::provider::json::now_unix;
@@ -108,7 +109,7 @@ impl Payments {
                 let mut c = (**slot).clone();
                 c.amount_refunded += amount;
                 c.refunded = c.amount_refunded == c.amount_captured;
-                *slot = Arc::new(c);
+                let before = std::mem::replace(slot, Arc::new(c));
                 entry.append(
                     MovementKind::Refund,
                     Movement {
@@ -122,6 +123,19 @@ impl Payments {
                 );
                 let refund = Arc::new(refund);
                 self.refunds.insert(refund.clone());
+                self.events.emit(
+                    EventType::ChargeRefunded,
+                    Reply::Charge(slot.clone()),
+                    Some(Reply::Charge(before)),
+                    attempt,
+                );
+                // The refund reaches `succeeded` at once, as a test-mode refund does.
+                self.events.emit(
+                    EventType::ChargeRefundUpdated,
+                    Reply::Refund(refund.clone()),
+                    None,
+                    attempt,
+                );
                 Ok(Reply::Refund(refund))
             })
             .unwrap_or_else(|| Err(ApiError::unknown_object("charge", &charge_id.as_str(), "charge")))

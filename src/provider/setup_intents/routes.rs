@@ -10,6 +10,6 @@ pub const ENDPOINTS: &[Endpoint] = &[
         p.confirm_setup_intent(c.id, c.params, c.attempt)
     }),
     Endpoint::post("/v1/setup_intents/{id}/cancel", |p, c| {
-        p.cancel_setup_intent(c.id, c.params)
+        p.cancel_setup_intent(c.id, c.params, c.attempt)
     }),
 ];

@@ -17,6 +17,7 @@ use super::object::{LastSetupError, SetupCancellationReason, SetupIntent, SetupS
 use crate::provider::attempt::Attempt;
 use crate::provider::cards::TestCard;
 use crate::provider::error::ApiError;
+use crate::provider::events::object::EventType;
 use crate::provider::fields::{card_error, metadata, text_at_most};
 use crate::provider::ids::{CustomerId, PaymentMethodId, SetupIntentId};
 use crate::provider::json::now_unix;
@@ -112,9 +113,10 @@ impl Payments {
         card: &'static TestCard,
         customer: Option<CustomerId>,
         usage: Usage,
+        attempt: &Attempt,
     ) -> Result<Arc<PaymentMethod>, ApiError> {
         let pm = match (self.payment_methods.get(&id), customer) {
-            (Some(pm), Some(c)) => self.attach(Named::Saved(pm), c)?,
+            (Some(pm), Some(c)) => self.attach(Named::Saved(pm), c, attempt)?,
             (Some(pm), None) => pm,
             (None, _) => {
                 let pm = Arc::new(PaymentMethod {
@@ -123,6 +125,14 @@ impl Payments {
                     ..PaymentMethod::new(card)
                 });
                 self.payment_methods.insert(pm.clone());
+                if customer.is_some() {
+                    self.events.emit(
+                        EventType::PaymentMethodAttached,
+                        Reply::PaymentMethod(pm.clone()),
+                        None,
+                        attempt,
+                    );
+                }
                 pm
             }
         };
@@ -176,11 +186,32 @@ impl Payments {
             payment_method_types,
         };
         let result = match confirm {
-            true => self.confirm_setup_locked(&mut si, attempt, return_url),
+            true => {
+                // `setup_intent.created` shows the intent as created, before its confirmation.
+                let created = Arc::new(si.clone());
+                self.events.emit(
+                    EventType::SetupIntentCreated,
+                    Reply::SetupIntent(created),
+                    None,
+                    attempt,
+                );
+                self.confirm_setup_locked(&mut si, attempt, return_url)
+            }
             false => Ok(()),
         };
         let si = Arc::new(si);
         self.setup_intents.insert(si.clone());
+        match confirm {
+            true => self.emit_setup_outcome(&si, result.is_err(), attempt),
+            false => {
+                self.events.emit(
+                    EventType::SetupIntentCreated,
+                    Reply::SetupIntent(si.clone()),
+                    None,
+                    attempt,
+                );
+            }
+        }
         match result {
             Ok(()) => Ok(Reply::SetupIntent(si)),
             Err(e) => Err(e.with_extra("setup_intent", si.to_json())),
@@ -217,6 +248,7 @@ impl Payments {
                 }
                 let result = self.confirm_setup_locked(&mut si, attempt, return_url);
                 *slot = Arc::new(si);
+                self.emit_setup_outcome(slot, result.is_err(), attempt);
                 result
                     .map(|()| Reply::SetupIntent(slot.clone()))
                     .map_err(|e| e.with_extra("setup_intent", slot.to_json()))
@@ -256,7 +288,7 @@ impl Payments {
             )));
             return Ok(());
         }
-        self.succeed_setup(si, pm.id, card)
+        self.succeed_setup(si, pm.id, card, attempt)
     }
 
     /// The setup is done: the payment method is saved for the intent's customer and usage.
@@ -265,8 +297,9 @@ impl Payments {
         si: &mut SetupIntent,
         pm: PaymentMethodId,
         card: &'static TestCard,
+        attempt: &Attempt,
     ) -> Result<(), ApiError> {
-        self.save_payment_method(pm, card, si.customer, si.usage)
+        self.save_payment_method(pm, card, si.customer, si.usage, attempt)
             .map_err(ApiError::executed)?;
         si.status = SetupStatus::Succeeded;
         si.next_action = None;
@@ -278,7 +311,7 @@ impl Payments {
     /// (`outcome=succeed`: the setup succeeds) or failed (`outcome=fail`: back to
     /// `requires_payment_method` with `setup_intent_authentication_failure`) the
     /// authentication the setup intent waits for.
-    pub fn authenticate_setup_intent(&self, raw: &str, p: &Params) -> Result<Reply, ApiError> {
+    pub fn authenticate_setup_intent(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let outcome = Authenticate::parse(p)?.outcome;
         let id = SetupIntentId::parse(raw).ok_or_else(|| unknown_path(raw))?;
         self.setup_intents
@@ -296,7 +329,7 @@ impl Payments {
                             .payment_method
                             .and_then(|id| self.payment_methods.get(&id))
                             .ok_or_else(|| no_payment_method_to_confirm().executed())?;
-                        self.succeed_setup(&mut si, pm.id, pm.card)?;
+                        self.succeed_setup(&mut si, pm.id, pm.card, attempt)?;
                     }
                     Outcome::Fail => {
                         si.status = SetupStatus::RequiresPaymentMethod;
@@ -305,12 +338,13 @@ impl Payments {
                     }
                 }
                 *slot = Arc::new(si);
+                self.emit_setup_outcome(slot, outcome == Outcome::Fail, attempt);
                 Ok(Reply::SetupIntent(slot.clone()))
             })
             .unwrap_or_else(|| Err(unknown_path(raw)))
     }
 
-    pub fn cancel_setup_intent(&self, raw: &str, p: &Params) -> Result<Reply, ApiError> {
+    pub fn cancel_setup_intent(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let reason = match p.opt_str("cancellation_reason")? {
             None => None,
             Some(r) => Some(SetupCancellationReason::parse(r).ok_or_else(|| {
@@ -335,9 +369,22 @@ impl Payments {
                 si.next_action = None;
                 si.cancellation_reason = reason;
                 *slot = Arc::new(si);
+                self.events
+                    .emit(EventType::SetupIntentCanceled, Reply::SetupIntent(slot.clone()), None, attempt);
                 Ok(Reply::SetupIntent(slot.clone()))
             })
             .unwrap_or_else(|| Err(unknown_path(raw)))
+    }
+
+    /// The event a confirmation or authentication of `si` ends with.
+    fn emit_setup_outcome(&self, si: &Arc<SetupIntent>, failed: bool, attempt: &Attempt) {
+        let kind = match (failed, si.status) {
+            (true, _) => EventType::SetupIntentSetupFailed,
+            (false, SetupStatus::Succeeded) => EventType::SetupIntentSucceeded,
+            (false, SetupStatus::RequiresAction) => EventType::SetupIntentRequiresAction,
+            (false, _) => return,
+        };
+        self.events.emit(kind, Reply::SetupIntent(si.clone()), None, attempt);
     }
 
     pub fn retrieve_setup_intent(&self, raw: &str) -> Result<Reply, ApiError> {

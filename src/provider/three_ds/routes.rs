@@ -10,6 +10,6 @@ pub const ENDPOINTS: &[Endpoint] = &[
         p.authenticate_intent(c.id, c.params, c.attempt)
     }),
     Endpoint::post("/__fauxpay/setup_intents/{id}/authenticate", |p, c| {
-        p.authenticate_setup_intent(c.id, c.params)
+        p.authenticate_setup_intent(c.id, c.params, c.attempt)
     }),
 ];

@@ -30,7 +30,9 @@ fn authenticate(p: &Payments, pi: &Value, outcome: &str, key: &str) -> Result<Va
 }
 
 fn customer(p: &Payments) -> String {
-    p.create_customer(&form("email=a@b.c")).unwrap().json()["id"]
+    p.create_customer(&form("email=a@b.c"), &crate::provider::test_support::attempt())
+        .unwrap()
+        .json()["id"]
         .as_str()
         .unwrap()
         .to_string()
@@ -434,7 +436,11 @@ fn cancel_clears_a_pending_authentication() {
     let p = payments(DuplicatePolicy::Allow);
     let pi = create(&p, "confirm=true&payment_method=pm_card_authenticationRequired").unwrap();
     let c = p
-        .cancel_intent(id(&pi), &form("cancellation_reason=abandoned"))
+        .cancel_intent(
+            id(&pi),
+            &form("cancellation_reason=abandoned"),
+            &crate::provider::test_support::attempt(),
+        )
         .unwrap()
         .json();
     assert_eq!((&c["status"], &c["next_action"]), (&"canceled".into(), &Value::Null));

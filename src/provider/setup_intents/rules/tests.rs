@@ -12,7 +12,7 @@ fn attempt() -> Attempt {
 }
 
 fn customer(p: &Payments) -> String {
-    p.create_customer(&form("email=a@b.c")).unwrap().json()["id"]
+    p.create_customer(&form("email=a@b.c"), &attempt()).unwrap().json()["id"]
         .as_str()
         .unwrap()
         .to_string()
@@ -132,7 +132,7 @@ fn authentication_on_setup_then_off_session_use() {
 
     // Failed: back to requires_payment_method; confirming again asks again.
     let failed = p
-        .authenticate_setup_intent(id(&si), &form("outcome=fail"))
+        .authenticate_setup_intent(id(&si), &form("outcome=fail"), &attempt())
         .unwrap()
         .json();
     assert_eq!(failed["status"], "requires_payment_method");
@@ -142,7 +142,7 @@ fn authentication_on_setup_then_off_session_use() {
         "setup_intent_authentication_failure"
     );
     let e = p
-        .authenticate_setup_intent(id(&si), &form("outcome=succeed"))
+        .authenticate_setup_intent(id(&si), &form("outcome=succeed"), &attempt())
         .unwrap_err();
     assert_eq!(e.code.as_deref(), Some("setup_intent_unexpected_state"));
     let again = p
@@ -157,7 +157,7 @@ fn authentication_on_setup_then_off_session_use() {
     );
     assert_eq!(again["last_setup_error"], Value::Null);
     let done = p
-        .authenticate_setup_intent(id(&si), &form("outcome=succeed"))
+        .authenticate_setup_intent(id(&si), &form("outcome=succeed"), &attempt())
         .unwrap()
         .json();
     assert_eq!(
@@ -167,7 +167,9 @@ fn authentication_on_setup_then_off_session_use() {
     let pm = method(&p, &done);
     assert_eq!(pm.customer().map(|c| c.to_string()), Some(cus));
     assert!(pm.off_session);
-    assert!(p.authenticate_setup_intent("seti_nope", &form("outcome=fail")).is_err());
+    assert!(p
+        .authenticate_setup_intent("seti_nope", &form("outcome=fail"), &attempt())
+        .is_err());
 }
 
 #[test]
@@ -175,7 +177,7 @@ fn cancel_and_the_states_it_allows() {
     let p = payments();
     let si = create(&p, "payment_method=pm_card_visa").unwrap();
     let canceled = p
-        .cancel_setup_intent(id(&si), &form("cancellation_reason=abandoned"))
+        .cancel_setup_intent(id(&si), &form("cancellation_reason=abandoned"), &attempt())
         .unwrap()
         .json();
     assert_eq!(
@@ -183,19 +185,25 @@ fn cancel_and_the_states_it_allows() {
         (&"canceled".into(), &"abandoned".into())
     );
     for e in [
-        p.cancel_setup_intent(id(&si), &form("")).unwrap_err(),
+        p.cancel_setup_intent(id(&si), &form(""), &attempt()).unwrap_err(),
         p.confirm_setup_intent(id(&si), &form(""), &attempt()).unwrap_err(),
     ] {
         assert_eq!(e.code.as_deref(), Some("setup_intent_unexpected_state"), "{e}");
     }
     let done = create(&p, "payment_method=pm_card_visa&confirm=true").unwrap();
-    let e = p.cancel_setup_intent(id(&done), &form("")).unwrap_err();
+    let e = p.cancel_setup_intent(id(&done), &form(""), &attempt()).unwrap_err();
     assert!(e.message.contains("status of succeeded"), "{e}");
     let waiting = create(&p, "payment_method=pm_card_authenticationRequired&confirm=true").unwrap();
-    let c = p.cancel_setup_intent(id(&waiting), &form("")).unwrap().json();
+    let c = p
+        .cancel_setup_intent(id(&waiting), &form(""), &attempt())
+        .unwrap()
+        .json();
     assert_eq!((&c["status"], &c["next_action"]), (&"canceled".into(), &Value::Null));
     assert_eq!(
-        p.cancel_setup_intent("seti_nope", &form("")).unwrap_err().status.code(),
+        p.cancel_setup_intent("seti_nope", &form(""), &attempt())
+            .unwrap_err()
+            .status
+            .code(),
         404
     );
 }
