@@ -82,6 +82,18 @@ pub struct LoadArgs {
     /// Gate: slowest allowed p99 of a payment end to end, retries included (e.g. 3s).
     #[arg(long, value_parser = duration, help_heading = "gates")]
     pub max_p99: Option<Duration>,
+    /// Gate: most orders the target fulfilled more than once (default 0 when the template
+    /// has a [fulfillment] probe).
+    #[arg(long, help_heading = "gates")]
+    pub max_double_fulfillments: Option<u64>,
+    /// Gate: most orders told ok and charged that the target never fulfilled (default 0
+    /// when the template has a [fulfillment] probe).
+    #[arg(long, help_heading = "gates")]
+    pub max_missed_fulfillments: Option<u64>,
+    /// How long to wait, after the run, for the provider's webhook deliveries to drain
+    /// before the fulfilment probe.
+    #[arg(long, default_value = "30s", value_parser = duration, help_heading = "fauxpay")]
+    pub webhook_drain_timeout: Duration,
     #[command(flatten)]
     pub goose: GooseConfiguration,
     /// Print the terminal summary when the run ends (embedders such as the demo print
