@@ -13,12 +13,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use hmac::{KeyInit, Mac};
+use hmac::Mac;
 use serde::Deserialize;
 
 use super::order::{BadValue, OrderId, PaymentIntentId};
 
-type HmacSha256 = hmac::Hmac<hmac_sha2::Sha256>;
+type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// How old a signature's timestamp may be (Stripe's libraries' default).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
