@@ -41,7 +41,8 @@ pub struct LoadArgs {
     /// Payment method sent with every checkout (pm_fault_… forces provider faults).
     #[arg(long, default_value = "pm_card_visa", help_heading = "fauxpay")]
     pub payment_method: String,
-    /// API key the stripe template sends to the provider.
+    /// API key the stripe template sends to the provider (and that reads `GET /v1/events`
+    /// for the fulfilment stories).
     #[arg(
         long,
         default_value = "sk_test_fauxpay_load",

@@ -186,6 +186,53 @@ pub async fn fetch_deliveries(http: &reqwest::Client, provider: &str, token: Opt
     }
 }
 
+/// Pages of `GET /v1/events` read to tell the stories (100 events each, newest first).
+pub const MAX_EVENT_PAGES: usize = 20;
+
+/// The `payment_intent.succeeded` events naming each of `orders` (`GET /v1/events`,
+/// newest first, at most [`MAX_EVENT_PAGES`] pages): order id → event ids. Best effort:
+/// the delivery log names events, not orders, and this joins the two.
+pub async fn fetch_event_ids(
+    http: &reqwest::Client,
+    provider: &str,
+    api_key: &str,
+    orders: &std::collections::HashSet<String>,
+) -> std::collections::HashMap<String, Vec<String>> {
+    let mut found: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    if orders.is_empty() {
+        return found;
+    }
+    let url = format!("{}/v1/events", provider.trim_end_matches('/'));
+    let mut after: Option<String> = None;
+    for _ in 0..MAX_EVENT_PAGES {
+        let mut query = vec![
+            ("type", "payment_intent.succeeded".to_string()),
+            ("limit", "100".to_string()),
+        ];
+        if let Some(a) = &after {
+            query.push(("starting_after", a.clone()));
+        }
+        let Ok(resp) = http.get(&url).bearer_auth(api_key).query(&query).send().await else {
+            break;
+        };
+        let Ok(page) = resp.json::<Value>().await else { break };
+        let Some(data) = page["data"].as_array() else { break };
+        for e in data {
+            let order = e.pointer("/data/object/metadata/order_id").and_then(Value::as_str);
+            if let (Some(order), Some(id)) = (order, e["id"].as_str()) {
+                if orders.contains(order) {
+                    found.entry(order.to_string()).or_default().push(id.to_string());
+                }
+            }
+        }
+        after = data.last().and_then(|e| e["id"].as_str()).map(str::to_string);
+        if page["has_more"] != Value::Bool(true) || after.is_none() {
+            break;
+        }
+    }
+    found
+}
+
 /// Whether `v` holds one of `needles` as a string value anywhere (bounded depth).
 fn mentions(v: &Value, needles: &[&str], depth: usize) -> bool {
     match v {
@@ -217,6 +264,10 @@ fn delivery_words(e: &Value) -> String {
         s.push_str(" attempt ");
         s.push_str(&a);
     }
+    if let Some(c) = field(&["copy"]) {
+        s.push_str(" copy ");
+        s.push_str(&c);
+    }
     if let Some(r) = field(&["status", "http_status", "error", "result"]) {
         s.push_str(" → ");
         s.push_str(&r);
@@ -229,10 +280,11 @@ fn delivery_words(e: &Value) -> String {
     s.trim().to_string()
 }
 
-/// The deliveries of `order`'s events (matched by its id or its payment intents' ids).
-pub fn deliveries_of<'a>(order: &str, payment_intents: &[&str], log: &'a [Value]) -> Vec<&'a Value> {
+/// The deliveries of `order`'s events (matched by its id, its payment intents' ids or
+/// its events' ids).
+pub fn deliveries_of<'a>(order: &str, ids: &[&str], log: &'a [Value]) -> Vec<&'a Value> {
     let mut needles = vec![order];
-    needles.extend_from_slice(payment_intents);
+    needles.extend_from_slice(ids);
     log.iter().filter(|e| mentions(e, &needles, 6)).collect()
 }
 
@@ -250,12 +302,14 @@ pub struct Findings {
 }
 
 /// Joins each payment's probe with its outcome and its captured charges (pure).
-/// `story` tells a payment's story (as `reconcile::story`); `log` is the delivery log.
+/// `story` tells a payment's story (as `reconcile::story`); `log` is the delivery log and
+/// `events` the event ids of the orders (see [`fetch_event_ids`]).
 pub fn judge(
     payments: &[PaymentRecord],
     probes: &[Probed],
     ledger: &LedgerView,
     log: &[Value],
+    events: &std::collections::HashMap<String, Vec<String>>,
     story: impl Fn(&PaymentRecord) -> String,
 ) -> Findings {
     let mut f = Findings::default();
@@ -275,8 +329,9 @@ pub fn judge(
         f.probed += 1;
         let charges = ledger.charges.get(&p.order_id).unwrap_or(&none);
         let example = || {
-            let intents: Vec<&str> = charges.iter().filter_map(|c| c.payment_intent.as_deref()).collect();
-            let deliveries: Vec<String> = deliveries_of(&p.order_id, &intents, log)
+            let mut ids: Vec<&str> = charges.iter().filter_map(|c| c.payment_intent.as_deref()).collect();
+            ids.extend(events.get(&p.order_id).into_iter().flatten().map(String::as_str));
+            let deliveries: Vec<String> = deliveries_of(&p.order_id, &ids, log)
                 .into_iter()
                 .take(6)
                 .map(delivery_words)
@@ -426,8 +481,13 @@ mod tests {
         let log = vec![
             serde_json::json!({"event": "evt_1", "event_type": "payment_intent.succeeded", "attempt": 1, "status": 200, "fault": "duplicate copy 2", "object": {"id": "pi_twice"}}),
             serde_json::json!({"event": "evt_2", "type": "charge.succeeded", "attempt": 1, "status": 200}),
+            // The provider's own shape: the event id only, joined through `events`.
+            serde_json::json!({"seq": 9, "event": "evt_3", "type": "payment_intent.succeeded", "endpoint": "we_1", "attempt": 2, "copy": 2, "result": "delivered", "status": null, "error": "timed out", "fault": null}),
         ];
-        let f = judge(&payments, &probes, &ledger, &log, |p| format!("order {}", p.order_id));
+        let events = [("twice".to_string(), vec!["evt_3".to_string()])].into_iter().collect();
+        let f = judge(&payments, &probes, &ledger, &log, &events, |p| {
+            format!("order {}", p.order_id)
+        });
         assert_eq!((f.probed, f.probe_failures), (6, 1));
         assert_eq!((f.double.count, f.extra), (1, 2));
         assert_eq!(f.missed.count, 2);
@@ -436,7 +496,7 @@ mod tests {
         let story = &f.double.examples[0].story;
         assert!(
             story.starts_with(
-                "fulfilled 3 times | deliveries: evt_1 payment_intent.succeeded attempt 1 → 200 (duplicate copy 2) | order twice"
+                "fulfilled 3 times | deliveries: evt_1 payment_intent.succeeded attempt 1 → 200 (duplicate copy 2); evt_3 payment_intent.succeeded attempt 2 copy 2 → timed out | order twice"
             ),
             "{story}"
         );

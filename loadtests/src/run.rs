@@ -141,6 +141,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
                     target: &target,
                     provider: &provider,
                     admin_token,
+                    api_key: &args.api_key,
                     drain_timeout: args.webhook_drain_timeout,
                     probe,
                     before,
@@ -201,6 +202,8 @@ struct Fulfil<'a> {
     target: &'a str,
     provider: &'a str,
     admin_token: Option<&'a str>,
+    /// For `GET /v1/events` (the stories join deliveries to orders through events).
+    api_key: &'a str,
     drain_timeout: Duration,
     probe: &'a crate::template::Probe,
     before: Result<fulfillment::DrainStatus, fulfillment::DrainError>,
@@ -232,22 +235,29 @@ async fn check_fulfillment(
     }
     let orders = payments.iter().map(|p| p.order_id.clone()).collect();
     let probes = fulfillment::probe_all(f.http, f.target, f.probe, orders).await;
-    let log = if probes
-        .iter()
-        .any(|p| matches!(p, fulfillment::Probed::Count(n) if *n != 1))
-    {
-        fulfillment::fetch_deliveries(f.http, f.provider, f.admin_token).await
-    } else {
-        Vec::new()
-    };
     let none = Vec::new();
-    let findings = fulfillment::judge(payments, &probes, ledger, &log, |p| {
+    let story = |p: &PaymentRecord| {
         crate::reconcile::story(
             p,
             ledger.charges.get(&p.order_id).unwrap_or(&none),
             requests.get(&p.order_id),
         )
-    });
+    };
+    let no_events = std::collections::HashMap::new();
+    let mut findings = fulfillment::judge(payments, &probes, ledger, &[], &no_events, story);
+    // The examples' stories get the provider's deliveries of their events.
+    let examples: std::collections::HashSet<String> = findings
+        .double
+        .examples
+        .iter()
+        .chain(&findings.missed.examples)
+        .map(|e| e.order_id.clone())
+        .collect();
+    if !examples.is_empty() {
+        let log = fulfillment::fetch_deliveries(f.http, f.provider, f.admin_token).await;
+        let events = fulfillment::fetch_event_ids(f.http, f.provider, f.api_key, &examples).await;
+        findings = fulfillment::judge(payments, &probes, ledger, &log, &events, story);
+    }
     anomalies.double_fulfillments = findings.double;
     anomalies.extra_fulfillments = findings.extra;
     anomalies.missed_fulfillments = findings.missed;

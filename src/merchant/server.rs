@@ -159,10 +159,16 @@ impl RunningMerchant {
     /// Builds the merchant (connecting to and migrating its services), binds `addr`
     /// (port 0 picks a free port) and serves in a background task.
     pub async fn start(config: MerchantConfig, addr: SocketAddr) -> Result<Self, MerchantError> {
+        let listener = TcpListener::bind(addr).await?;
+        Self::start_on(config, listener).await
+    }
+
+    /// [`RunningMerchant::start`] on a listener bound beforehand (so that its URL can be
+    /// given out — to a provider's webhook endpoints — before the merchant is built).
+    pub async fn start_on(config: MerchantConfig, listener: TcpListener) -> Result<Self, MerchantError> {
         let strategy = config.strategy;
         let merchant = Merchant::build(config).await?;
         let rounds = merchant.reconciler_rounds();
-        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(merchant.serve(listener, async move {
