@@ -70,11 +70,12 @@ pub struct DemoOutcome {
 }
 
 impl DemoOutcome {
-    /// Naive and lock-only caught double-charging; idempotent held every gate.
+    /// Naive and lock-only caught double-charging (or, under webhook faults without
+    /// request faults, fulfilling twice); idempotent held every gate.
     pub fn kit_behaved(&self) -> bool {
         self.rows.iter().all(|r| match r.strategy {
             Strategy::Idempotent => r.report.passed(),
-            _ => r.report.anomalies.double_charges.count > 0,
+            _ => r.report.anomalies.double_charges.count > 0 || r.report.anomalies.double_fulfillments.count > 0,
         })
     }
 
@@ -105,6 +106,7 @@ impl DemoOutcome {
                 Strategy::Idempotent if r.report.passed() => "clean, as it must be",
                 Strategy::Idempotent => "NOT CLEAN: a bug in the reference merchant",
                 _ if a.double_charges.count > 0 => "double-charges, as expected",
+                _ if a.double_fulfillments.count > 0 => "fulfils twice, as expected",
                 _ => "no double charge seen: raise --payments",
             };
             // "-": the provider delivered no webhook, so fulfilment was not checked.

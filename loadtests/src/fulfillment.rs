@@ -281,11 +281,18 @@ fn delivery_words(e: &Value) -> String {
 }
 
 /// The deliveries of `order`'s events (matched by its id, its payment intents' ids or
-/// its events' ids).
-pub fn deliveries_of<'a>(order: &str, ids: &[&str], log: &'a [Value]) -> Vec<&'a Value> {
+/// its events' ids) to `target` (entries naming another endpoint's `url` are left out).
+pub fn deliveries_of<'a>(order: &str, ids: &[&str], target: &str, log: &'a [Value]) -> Vec<&'a Value> {
     let mut needles = vec![order];
     needles.extend_from_slice(ids);
-    log.iter().filter(|e| mentions(e, &needles, 6)).collect()
+    log.iter()
+        .filter(|e| {
+            e.get("url")
+                .and_then(Value::as_str)
+                .is_none_or(|u| u.starts_with(target))
+        })
+        .filter(|e| mentions(e, &needles, 6))
+        .collect()
 }
 
 /// What the probes found.
@@ -310,6 +317,7 @@ pub fn judge(
     ledger: &LedgerView,
     log: &[Value],
     events: &std::collections::HashMap<String, Vec<String>>,
+    target: &str,
     story: impl Fn(&PaymentRecord) -> String,
 ) -> Findings {
     let mut f = Findings::default();
@@ -331,7 +339,7 @@ pub fn judge(
         let example = || {
             let mut ids: Vec<&str> = charges.iter().filter_map(|c| c.payment_intent.as_deref()).collect();
             ids.extend(events.get(&p.order_id).into_iter().flatten().map(String::as_str));
-            let deliveries: Vec<String> = deliveries_of(&p.order_id, &ids, log)
+            let deliveries: Vec<String> = deliveries_of(&p.order_id, &ids, target, log)
                 .into_iter()
                 .take(6)
                 .map(delivery_words)
@@ -482,10 +490,12 @@ mod tests {
             serde_json::json!({"event": "evt_1", "event_type": "payment_intent.succeeded", "attempt": 1, "status": 200, "fault": "duplicate copy 2", "object": {"id": "pi_twice"}}),
             serde_json::json!({"event": "evt_2", "type": "charge.succeeded", "attempt": 1, "status": 200}),
             // The provider's own shape: the event id only, joined through `events`.
-            serde_json::json!({"seq": 9, "event": "evt_3", "type": "payment_intent.succeeded", "endpoint": "we_1", "attempt": 2, "copy": 2, "result": "delivered", "status": null, "error": "timed out", "fault": null}),
+            serde_json::json!({"seq": 9, "event": "evt_3", "type": "payment_intent.succeeded", "endpoint": "we_1", "url": "http://m:1/webhooks/stripe", "attempt": 2, "copy": 2, "result": "delivered", "status": null, "error": "timed out", "fault": null}),
+            // The same event to another endpoint: not this target's story.
+            serde_json::json!({"event": "evt_3", "type": "payment_intent.succeeded", "url": "http://other:2/webhooks/stripe", "attempt": 1, "status": 500}),
         ];
         let events = [("twice".to_string(), vec!["evt_3".to_string()])].into_iter().collect();
-        let f = judge(&payments, &probes, &ledger, &log, &events, |p| {
+        let f = judge(&payments, &probes, &ledger, &log, &events, "http://m:1", |p| {
             format!("order {}", p.order_id)
         });
         assert_eq!((f.probed, f.probe_failures), (6, 1));

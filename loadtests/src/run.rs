@@ -244,7 +244,7 @@ async fn check_fulfillment(
         )
     };
     let no_events = std::collections::HashMap::new();
-    let mut findings = fulfillment::judge(payments, &probes, ledger, &[], &no_events, story);
+    let mut findings = fulfillment::judge(payments, &probes, ledger, &[], &no_events, f.target, story);
     // The examples' stories get the provider's deliveries of their events.
     let examples: std::collections::HashSet<String> = findings
         .double
@@ -256,7 +256,7 @@ async fn check_fulfillment(
     if !examples.is_empty() {
         let log = fulfillment::fetch_deliveries(f.http, f.provider, f.admin_token).await;
         let events = fulfillment::fetch_event_ids(f.http, f.provider, f.api_key, &examples).await;
-        findings = fulfillment::judge(payments, &probes, ledger, &log, &events, story);
+        findings = fulfillment::judge(payments, &probes, ledger, &log, &events, f.target, story);
     }
     anomalies.double_fulfillments = findings.double;
     anomalies.extra_fulfillments = findings.extra;
