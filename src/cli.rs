@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use fauxpay::merchant::webhook::WebhookSecret;
 use fauxpay::merchant::{MerchantConfig, Strategy};
 use fauxpay::provider::{CorrelationSource, DuplicatePolicy, IdempotencyMode};
 
@@ -79,6 +80,17 @@ pub struct MerchantArgs {
     /// How often unresolved (reconciling) orders are looked up at the provider.
     #[arg(long, default_value = "500ms", value_parser = parse_duration)]
     pub reconcile_interval: Duration,
+    /// The webhook endpoint's signing secret (whsec_…): serves POST /webhooks/stripe,
+    /// which fulfils orders on signed payment_intent.succeeded events.
+    #[arg(long, env = "FAUXPAY_WEBHOOK_SECRET", value_parser = parse_webhook_secret)]
+    pub webhook_secret: Option<WebhookSecret>,
+    /// How old a webhook signature's timestamp may be.
+    #[arg(long, default_value = "300s", value_parser = parse_duration)]
+    pub webhook_tolerance: Duration,
+}
+
+fn parse_webhook_secret(s: &str) -> Result<WebhookSecret, String> {
+    WebhookSecret::parse(s).map_err(|e| e.0)
 }
 
 /// The values of `--strategy`: the CLI's own names and help for [`Strategy`] (the domain

@@ -1,10 +1,12 @@
 //! `fauxpay demo`: the whole kit in one process, in under a minute.
 //!
-//! Starts the provider under a bundled fault profile (default `flaky-network`), the three
-//! reference merchants (naive, lock-only, idempotent) on their embedded in-memory stores,
-//! and runs one load test against each with a realistic client mix. Prints the results
-//! side by side and succeeds only when the kit behaved as it must: naive and lock-only
-//! caught double-charging, idempotent clean on every gate.
+//! Starts the three reference merchants (naive, lock-only, idempotent) on their embedded
+//! in-memory stores, the provider under a bundled fault profile (default `flaky-network`)
+//! with a webhook endpoint for each merchant (`POST /webhooks/stripe`, one signing secret),
+//! and runs one load test against each with a realistic client mix; each run drains the
+//! provider's deliveries and probes every order's fulfilments. Prints the results side by
+//! side and succeeds only when the kit behaved as it must: naive and lock-only caught
+//! double-charging (and so fulfilling twice), idempotent clean on every gate.
 //!
 //! Its standard output reads as a story: a short header (what runs, under which profile,
 //! where the dashboard is), the table, and where the reports are; each merchant's run
@@ -20,7 +22,9 @@ use clap::Parser;
 use fauxpay_loadtests::{LoadArgs, LoadError, Report};
 
 use crate::faults;
+use crate::merchant::webhook::WebhookSecret;
 use crate::merchant::{MerchantConfig, RunningMerchant, Strategy};
+use crate::provider::config::WebhookTarget;
 use crate::provider::{Config, RunningProvider};
 
 /// The demo's settings (the flags of `fauxpay demo`).
@@ -64,6 +68,8 @@ pub enum DemoError {
     Profile(String),
     #[error("starting the provider: {0}")]
     Provider(std::io::Error),
+    #[error("binding a merchant's port: {0}")]
+    Bind(std::io::Error),
     #[error("starting the {0} merchant: {1}")]
     Merchant(&'static str, String),
     #[error("load run against the {0} merchant: {1}")]
@@ -88,11 +94,12 @@ pub struct DemoOutcome {
 }
 
 impl DemoOutcome {
-    /// Naive and lock-only caught double-charging; idempotent held every gate.
+    /// Naive and lock-only caught double-charging (or, under webhook faults without
+    /// request faults, fulfilling twice); idempotent held every gate.
     pub fn kit_behaved(&self) -> bool {
         self.rows.iter().all(|r| match r.strategy {
             Strategy::Idempotent => r.report.passed(),
-            _ => r.report.anomalies.double_charges.count > 0,
+            _ => r.report.anomalies.double_charges.count > 0 || r.report.anomalies.double_fulfillments.count > 0,
         })
     }
 
@@ -106,8 +113,16 @@ impl DemoOutcome {
         );
         let _ = writeln!(
             s,
-            "{:<12} {:>9} {:>15} {:>6} {:>8} {:>11} {:>10} {:>10}  verdict",
-            "merchant", "payments", "double charges", "lost", "phantom", "unresolved", "p50", "p99"
+            "{:<12} {:>9} {:>15} {:>19} {:>6} {:>8} {:>11} {:>10} {:>10}  verdict",
+            "merchant",
+            "payments",
+            "double charges",
+            "double fulfilments",
+            "lost",
+            "phantom",
+            "unresolved",
+            "p50",
+            "p99"
         );
         for r in &self.rows {
             let a = &r.report.anomalies;
@@ -115,14 +130,22 @@ impl DemoOutcome {
                 Strategy::Idempotent if r.report.passed() => "clean, as it must be",
                 Strategy::Idempotent => "NOT CLEAN: a bug in the reference merchant",
                 _ if a.double_charges.count > 0 => "double-charges, as expected",
+                _ if a.double_fulfillments.count > 0 => "fulfils twice, as expected",
                 _ => "no double charge seen: raise --payments",
+            };
+            // "-": the provider delivered no webhook, so fulfilment was not checked.
+            let fulfilments = if r.report.fulfillment_checked() {
+                a.double_fulfillments.count.to_string()
+            } else {
+                "-".to_string()
             };
             let _ = writeln!(
                 s,
-                "{:<12} {:>9} {:>15} {:>6} {:>8} {:>11} {:>8.1}ms {:>8.1}ms  {expected}",
+                "{:<12} {:>9} {:>15} {:>19} {:>6} {:>8} {:>11} {:>8.1}ms {:>8.1}ms  {expected}",
                 r.strategy.as_str(),
                 r.report.payments,
                 a.double_charges.count,
+                fulfilments,
                 a.lost.count,
                 a.phantom.count,
                 a.unresolved.count,
@@ -168,15 +191,38 @@ fn profile_text(name_or_path: &str) -> String {
     }
 }
 
+/// The signing secret of the demo's webhook endpoints (one for all three merchants).
+pub const DEMO_WEBHOOK_SECRET: &str = "whsec_fauxpay_demo";
+
 /// Runs the demo end to end.
 pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
     let profile = faults::bundled::load(&args.profile).map_err(|e| DemoError::Profile(e.lines().join("; ")))?;
     let profile_name = profile.name.clone();
     let local: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
+    // The merchants' ports first: the provider's webhook endpoints name them.
+    let strategies = [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent];
+    let mut listeners = Vec::new();
+    for _ in strategies {
+        listeners.push(tokio::net::TcpListener::bind(local).await.map_err(DemoError::Bind)?);
+    }
+    let webhook_urls: Vec<String> = listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| format!("http://{a}/webhooks/stripe")))
+        .collect::<Result<_, _>>()
+        .map_err(DemoError::Bind)?;
+    tracing::debug!(?webhook_urls, "demo webhook endpoints");
     let provider = RunningProvider::start(
         Config {
             profile,
             profile_source: profile_text(&args.profile),
+            // Every event goes to each merchant, signed with the demo's one secret.
+            webhooks: webhook_urls
+                .iter()
+                .map(|url| WebhookTarget {
+                    url: url.clone(),
+                    secret: DEMO_WEBHOOK_SECRET.into(),
+                })
+                .collect(),
             ..Config::default()
         },
         local,
@@ -189,19 +235,30 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
          (naive, lock-only, idempotent),\neach driven by {} clients × {} checkouts (mix {}).\nDashboard: {dashboard}\n",
         args.users, args.payments, args.mix
     );
-    let mut rows = Vec::new();
-    for strategy in [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent] {
+    let secret = WebhookSecret::parse(DEMO_WEBHOOK_SECRET).expect("the demo's secret is valid");
+    // Every merchant stays up for the whole demo: each receives every event (and ignores
+    // the orders of the others), so no endpoint is ever left without a receiver.
+    let mut merchants = Vec::new();
+    for (strategy, listener) in strategies.into_iter().zip(listeners) {
         let mut config = MerchantConfig::new(strategy, provider.url());
         config.provider_timeout = std::time::Duration::from_secs(1);
         config.reconcile_interval = std::time::Duration::from_millis(200);
-        let merchant = RunningMerchant::start(config, local)
+        config.webhook_secret = Some(secret.clone());
+        let merchant = RunningMerchant::start_on(config, listener)
             .await
             .map_err(|e| DemoError::Merchant(strategy.as_str(), e.to_string()))?;
+        merchants.push(merchant);
+    }
+    let mut rows = Vec::new();
+    for merchant in &merchants {
+        let strategy = merchant.strategy;
         let report = fauxpay_loadtests::run(load_args(&args, strategy, &merchant.url(), &provider.url()))
             .await
             .map_err(|e| DemoError::Load(strategy.as_str(), e))?;
-        merchant.shutdown().await;
         rows.push(DemoRow { strategy, report });
+    }
+    for merchant in merchants {
+        merchant.shutdown().await;
     }
     let keep = match args.keep_serving {
         KeepServing::Yes => true,

@@ -107,6 +107,8 @@ fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
     config.api_key = args.api_key;
     config.provider_timeout = args.provider_timeout;
     config.reconcile_interval = args.reconcile_interval;
+    config.webhook_secret = args.webhook_secret;
+    config.webhook_tolerance = args.webhook_tolerance;
     runtime()?.block_on(async move {
         let shutdown = shutdown_signal()?;
         let listener = tokio::net::TcpListener::bind(args.addr)

@@ -43,6 +43,7 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
     assert!(row("naive").contains("double-charges, as expected"), "{stdout}");
     assert!(row("lock-only").contains("double-charges, as expected"), "{stdout}");
     assert!(row("idempotent").contains("clean, as it must be"), "{stdout}");
+    assert!(row("merchant").contains("double fulfilments"), "{stdout}");
     for merchant in ["naive", "lock-only", "idempotent"] {
         let report: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join(merchant).join("report.json")).unwrap()).unwrap();
@@ -53,6 +54,22 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
             merchant == "idempotent",
             "{merchant}: {doubles} double charges"
         );
+        // Every merchant is probed; once the provider delivers webhooks to them, a double
+        // charge is a double fulfilment for naive and lock-only, and idempotent ships once.
+        let fulfilment = &report["fulfillment"];
+        assert_eq!(
+            fulfilment["probe"], "GET /orders/{{order_id}} → /fulfillments",
+            "{merchant}"
+        );
+        if fulfilment["checked"] == true {
+            let shipped_twice = report["anomalies"]["double_fulfillments"]["count"].as_u64().unwrap();
+            assert_eq!(
+                shipped_twice == 0,
+                merchant == "idempotent",
+                "{merchant}: {shipped_twice}"
+            );
+            assert_eq!(report["anomalies"]["missed_fulfillments"]["count"], 0, "{merchant}");
+        }
     }
     assert!(
         stdout.starts_with("fauxpay demo: the fake provider under the `lost-responses` fault profile"),

@@ -41,7 +41,8 @@ pub struct LoadArgs {
     /// Payment method sent with every checkout (pm_fault_… forces provider faults).
     #[arg(long, default_value = "pm_card_visa", help_heading = "fauxpay")]
     pub payment_method: String,
-    /// API key the stripe template sends to the provider.
+    /// API key the stripe template sends to the provider (and that reads `GET /v1/events`
+    /// for the fulfilment stories).
     #[arg(
         long,
         default_value = "sk_test_fauxpay_load",
@@ -103,6 +104,18 @@ pub struct LoadArgs {
     /// only when their --telnet-*/--websocket-* flags are given.
     #[arg(long, help_heading = "fauxpay")]
     pub goose_output: bool,
+    /// Gate: most orders the target fulfilled more than once (default 0 when the template
+    /// has a [fulfillment] probe).
+    #[arg(long, help_heading = "gates")]
+    pub max_double_fulfillments: Option<u64>,
+    /// Gate: most orders told ok and charged that the target never fulfilled (default 0
+    /// when the template has a [fulfillment] probe).
+    #[arg(long, help_heading = "gates")]
+    pub max_missed_fulfillments: Option<u64>,
+    /// How long to wait, after the run, for the provider's webhook deliveries to drain
+    /// before the fulfilment probe.
+    #[arg(long, default_value = "30s", value_parser = duration, help_heading = "fauxpay")]
+    pub webhook_drain_timeout: Duration,
     #[command(flatten)]
     pub goose: GooseConfiguration,
     /// Label of the progress line (embedders such as the demo name their run), in

@@ -5,7 +5,9 @@
 //! an idempotency key). Goose users run checkouts through the retrying [`client`], each
 //! with a client [`mix`] behaviour; every attempt goes to the [`journal`]. After the run
 //! the [`ledger`] slice of this run is streamed from the provider's HTTP API and
-//! [`reconcile`]d with what the clients saw; the [`report`] gates the exit code, and
+//! [`reconcile`]d with what the clients saw; when the template has a fulfilment probe,
+//! the provider's webhook deliveries are drained and the target is asked how often it
+//! fulfilled each order ([`fulfillment`]); the [`report`] gates the exit code, and
 //! [`report_html`] draws the run's [`timeline`] for people. The
 //! provider is known only through its HTTP API, never through its code.
 
@@ -15,6 +17,7 @@ pub mod args;
 pub mod arrival;
 pub mod client;
 pub mod error;
+pub mod fulfillment;
 pub mod journal;
 pub mod latency;
 pub mod ledger;

@@ -33,7 +33,7 @@ pub struct Example {
 }
 
 impl Anomaly {
-    fn add(&mut self, example: impl FnOnce() -> Example) {
+    pub(crate) fn add(&mut self, example: impl FnOnce() -> Example) {
         self.count += 1;
         if self.examples.len() < MAX_EXAMPLES {
             self.examples.push(example());
@@ -61,16 +61,22 @@ pub enum AnomalyKind {
     InconsistentReplay,
     /// Never told anything definite (`info`).
     Unresolved,
+    /// The target fulfilled the order more than once (a fulfilment probe's count above 1).
+    DoubleFulfillment,
+    /// Told `ok`, charged, yet the target fulfilled nothing.
+    MissedFulfillment,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 6] = [
+    pub const ALL: [AnomalyKind; 8] = [
         Self::DoubleCharge,
         Self::Lost,
         Self::Phantom,
         Self::AmountMismatch,
         Self::InconsistentReplay,
         Self::Unresolved,
+        Self::DoubleFulfillment,
+        Self::MissedFulfillment,
     ];
 
     /// The name reports and gates give it: `double charges`, `lost charges`, …
@@ -82,6 +88,8 @@ impl AnomalyKind {
             Self::AmountMismatch => "amount mismatches",
             Self::InconsistentReplay => "inconsistent replays",
             Self::Unresolved => "unresolved payments",
+            Self::DoubleFulfillment => "double fulfillments",
+            Self::MissedFulfillment => "missed fulfillments",
         }
     }
 }
@@ -101,6 +109,15 @@ pub struct Anomalies {
     pub unresolved: Anomaly,
     /// Unresolved payments for which money did move.
     pub unresolved_charged: u64,
+    /// Orders the target fulfilled more than once (only with a fulfilment probe).
+    #[serde(default)]
+    pub double_fulfillments: Anomaly,
+    /// Fulfilments beyond the first, over all doubly fulfilled orders.
+    #[serde(default)]
+    pub extra_fulfillments: u64,
+    /// Orders told ok and charged that the target never fulfilled.
+    #[serde(default)]
+    pub missed_fulfillments: Anomaly,
 }
 
 impl Anomalies {
@@ -113,6 +130,8 @@ impl Anomalies {
             AnomalyKind::AmountMismatch => &self.amount_mismatch,
             AnomalyKind::InconsistentReplay => &self.inconsistent_replay,
             AnomalyKind::Unresolved => &self.unresolved,
+            AnomalyKind::DoubleFulfillment => &self.double_fulfillments,
+            AnomalyKind::MissedFulfillment => &self.missed_fulfillments,
         }
     }
 
@@ -126,6 +145,9 @@ impl Anomalies {
         self.inconsistent_replay.merge(&o.inconsistent_replay);
         self.unresolved.merge(&o.unresolved);
         self.unresolved_charged += o.unresolved_charged;
+        self.double_fulfillments.merge(&o.double_fulfillments);
+        self.extra_fulfillments += o.extra_fulfillments;
+        self.missed_fulfillments.merge(&o.missed_fulfillments);
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::LoadError;
+use crate::fulfillment::FulfillmentReport;
 use crate::latency::{Latency, Percentiles};
 use crate::mix::Behaviour;
 use crate::open::OpenReport;
@@ -51,6 +52,11 @@ pub struct Thresholds {
     /// Open model (`--rate`): most start times dropped.
     #[serde(default)]
     pub max_dropped: Option<u64>,
+    /// Set (default 0) when the template has a fulfilment probe.
+    #[serde(default)]
+    pub max_double_fulfillments: Option<u64>,
+    #[serde(default)]
+    pub max_missed_fulfillments: Option<u64>,
 }
 
 impl Thresholds {
@@ -63,6 +69,8 @@ impl Thresholds {
             AnomalyKind::AmountMismatch => Some(self.max_amount_mismatch),
             AnomalyKind::InconsistentReplay => Some(self.max_inconsistent_replays),
             AnomalyKind::Unresolved => self.max_unresolved,
+            AnomalyKind::DoubleFulfillment => self.max_double_fulfillments,
+            AnomalyKind::MissedFulfillment => self.max_missed_fulfillments,
         }
     }
 }
@@ -78,13 +86,15 @@ pub enum GateName {
 }
 
 impl GateName {
-    pub const ALL: [GateName; 8] = [
+    pub const ALL: [GateName; 10] = [
         Self::Anomaly(AnomalyKind::DoubleCharge),
         Self::Anomaly(AnomalyKind::Lost),
         Self::Anomaly(AnomalyKind::Phantom),
         Self::Anomaly(AnomalyKind::AmountMismatch),
         Self::Anomaly(AnomalyKind::InconsistentReplay),
         Self::Anomaly(AnomalyKind::Unresolved),
+        Self::Anomaly(AnomalyKind::DoubleFulfillment),
+        Self::Anomaly(AnomalyKind::MissedFulfillment),
         Self::PaymentP99,
         Self::Dropped,
     ];
@@ -160,6 +170,10 @@ pub struct Report {
     /// The run second by second (absent from reports written before it existed).
     #[serde(default)]
     pub timeline: Timeline,
+    /// The fulfilment probe's findings (only when the template has a probe); the counts
+    /// are in `anomalies`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fulfillment: Option<FulfillmentReport>,
 }
 
 /// What a run measured, before gates.
@@ -172,6 +186,7 @@ pub struct Measured {
     pub unknown_orders: u64,
     pub attempt_latency: Latency,
     pub payment_latency: Latency,
+    pub fulfillment: Option<FulfillmentReport>,
 }
 
 impl Report {
@@ -203,6 +218,7 @@ impl Report {
             gates: Vec::new(),
             open: None,
             timeline: Timeline::default(),
+            fulfillment: m.fulfillment,
         };
         r.gates = r.evaluate();
         r
@@ -222,6 +238,11 @@ impl Report {
             .map_or(self.latency.payment.p99_ms, |o| o.latency_from_intended.p99_ms)
     }
 
+    /// Whether the fulfilment anomalies were judged (a probe ran after the deliveries).
+    pub fn fulfillment_checked(&self) -> bool {
+        self.fulfillment.as_ref().is_some_and(|f| f.checked)
+    }
+
     /// Every gate, evaluated against this report's numbers.
     pub fn evaluate(&self) -> Vec<Gate> {
         let t = &self.thresholds;
@@ -230,6 +251,17 @@ impl Report {
             .filter_map(|kind| {
                 let max = t.max(kind)?;
                 let a = self.anomalies.get(kind);
+                let fulfilment = matches!(kind, AnomalyKind::DoubleFulfillment | AnomalyKind::MissedFulfillment);
+                if fulfilment && !self.fulfillment_checked() {
+                    // Gated explicitly, but nothing could be judged: that is no pass.
+                    return Some(Gate {
+                        name: GateName::Anomaly(kind),
+                        value: "not checked".into(),
+                        threshold: format!("≤ {max}"),
+                        passed: false,
+                        examples: Vec::new(),
+                    });
+                }
                 Some(Gate {
                     name: GateName::Anomaly(kind),
                     value: a.count.to_string(),
@@ -292,6 +324,21 @@ impl Report {
                 e.double_charges += c.double_charges;
             }
             out.unknown_orders += r.unknown_orders;
+            let t = &mut out.thresholds;
+            t.max_double_fulfillments = t.max_double_fulfillments.or(r.thresholds.max_double_fulfillments);
+            t.max_missed_fulfillments = t.max_missed_fulfillments.or(r.thresholds.max_missed_fulfillments);
+            out.fulfillment = match (out.fulfillment.take(), &r.fulfillment) {
+                (Some(mut a), Some(b)) => {
+                    a.merge(b);
+                    Some(a)
+                }
+                (None, None) => None,
+                (a, b) => a.or_else(|| b.clone()).map(|mut f| {
+                    f.checked = false;
+                    f.note = Some("some merged runs had no fulfilment probe".into());
+                    f
+                }),
+            };
             attempt_h.merge(&Latency::from_base64(&r.latency.attempt_histogram)?);
             payment_h.merge(&Latency::from_base64(&r.latency.payment_histogram)?);
             match (&mut out.open, &r.open) {
@@ -405,6 +452,9 @@ impl Report {
             .map(|(b, c)| format!("{b} {} payments / {} double-charged", c.payments, c.double_charges))
             .collect();
         let _ = writeln!(s, "  by client   {}", by.join("; "));
+        if let Some(line) = self.fulfillment_line() {
+            let _ = writeln!(s, "  fulfilment  {line}");
+        }
         for g in &self.gates {
             let _ = writeln!(
                 s,
@@ -430,6 +480,36 @@ impl Report {
             }
         );
         s
+    }
+
+    /// One line on fulfilment: the probe, the two anomalies, the deliveries; or why it was
+    /// not checked. `None` without a probe.
+    pub fn fulfillment_line(&self) -> Option<String> {
+        let f = self.fulfillment.as_ref()?;
+        if !f.checked {
+            return Some(format!(
+                "not checked ({}): {}",
+                f.probe,
+                f.note.as_deref().unwrap_or("no reason recorded")
+            ));
+        }
+        let a = &self.anomalies;
+        let mut line = format!(
+            "{} orders probed ({}): double fulfillments {} ({} extra), missed {}, probe failures {}; webhook deliveries {} delivered, {} failed{}",
+            f.probed,
+            f.probe,
+            a.double_fulfillments.count,
+            a.extra_fulfillments,
+            a.missed_fulfillments.count,
+            f.probe_failures,
+            f.deliveries_delivered,
+            f.deliveries_failed,
+            if f.drained { "" } else { " (the queue had not drained)" }
+        );
+        if let Some(e) = f.probe_failure_examples.first() {
+            line.push_str(&format!("; first probe failure: {e}"));
+        }
+        Some(line)
     }
 
     /// `report.md`, short enough for `$GITHUB_STEP_SUMMARY`.
@@ -475,6 +555,9 @@ impl Report {
             self.anomalies.unresolved.count,
             self.anomalies.unresolved_charged
         );
+        if let Some(line) = self.fulfillment_line() {
+            let _ = writeln!(s, "\nFulfilment: {}", line.replace('|', "\\|"));
+        }
         let _ = writeln!(
             s,
             "\n| latency | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|"
@@ -605,6 +688,7 @@ mod tests {
                 unknown_orders: 0,
                 attempt_latency: attempt,
                 payment_latency: payment,
+                fulfillment: None,
             },
             Thresholds {
                 max_double_charges: 0,
@@ -615,6 +699,8 @@ mod tests {
                 max_unresolved: None,
                 max_p99_ms: Some(1000.0),
                 max_dropped: None,
+                max_double_fulfillments: None,
+                max_missed_fulfillments: None,
             },
         )
     }

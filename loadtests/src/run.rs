@@ -1,7 +1,8 @@
 //! One load run from start to verdict: check the configuration (exit 2), check that the
 //! target and the provider answer (exit 3), run the goose attack with a live progress
-//! line, flush the journal, read this run's slice of the ledger, reconcile, write the
-//! reports, print the summary, and gate (exit 0 or 1).
+//! line, flush the journal, read this run's slice of the ledger, reconcile, (with a
+//! fulfilment probe) drain the provider's webhook deliveries and probe every order, write
+//! the reports, print the summary, and gate (exit 0 or 1).
 
 use std::time::{Duration, Instant};
 
@@ -12,13 +13,17 @@ use crate::arrival::{Rate, Schedule};
 use crate::open::{Dispatcher, OpenRun};
 
 use crate::args::LoadArgs;
+use crate::client::PaymentRecord;
 use crate::client::RetryPolicy;
 use crate::error::{ConfigError, LoadError};
+use crate::fulfillment::{self, FulfillmentReport};
 use crate::journal::Journal;
+use crate::ledger::LedgerView;
 use crate::ledger::{fetch_ledger, fetch_requests};
 use crate::mix::Mix;
 use crate::progress;
 use crate::reconcile::reconcile;
+use crate::reconcile::Anomalies;
 use crate::report::{Measured, Report, RunInfo, Thresholds};
 use crate::scenario::{RunSetup, RunState};
 use crate::template::Template;
@@ -44,7 +49,31 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_unresolved: args.max_unresolved,
         max_p99_ms: args.max_p99.map(|d| d.as_secs_f64() * 1000.0),
         max_dropped: args.max_dropped,
+        max_double_fulfillments: None,
+        max_missed_fulfillments: None,
     };
+    let mut thresholds = thresholds;
+    if template.fulfillment.is_some() {
+        thresholds.max_double_fulfillments = Some(args.max_double_fulfillments.unwrap_or(0));
+        thresholds.max_missed_fulfillments = Some(args.max_missed_fulfillments.unwrap_or(0));
+    } else {
+        for (flag, set) in [
+            ("--max-double-fulfillments", args.max_double_fulfillments.is_some()),
+            ("--max-missed-fulfillments", args.max_missed_fulfillments.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::new(
+                    flag,
+                    "fulfillment",
+                    format!(
+                        "a template with a [fulfillment] probe (template `{}` has none)",
+                        template.name
+                    ),
+                )
+                .into());
+            }
+        }
+    }
     let mut goose_config = args.goose.clone();
     goose_config.host = Some(target.clone());
     let open = open_model(&args, &mut goose_config, seed)?;
@@ -71,6 +100,12 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .build()
         .map_err(|e| LoadError::Goose(e.to_string()))?;
     preflight(&http, &target, &provider).await?;
+    let admin_token = args.admin_token.as_deref();
+    // The delivery counters before the run: fulfilment is judged only if webhooks flowed.
+    let deliveries_before = match template.fulfillment {
+        Some(_) => Some(fulfillment::drain(&http, &provider, admin_token, Duration::ZERO).await),
+        None => None,
+    };
 
     let journal = Journal::create(&args.out.join("journal.jsonl"))?;
     let state = RunState::new(RunSetup {
@@ -142,7 +177,35 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     let prefix = format!("{run_id}-");
     let ledger = fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await?;
     let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;
-    let rec = reconcile(&payments, &ledger, &requests);
+    let mut rec = reconcile(&payments, &ledger, &requests);
+    let fulfillment = match (&state.setup.template.fulfillment, deliveries_before) {
+        (Some(probe), Some(before)) => Some(
+            check_fulfillment(
+                Fulfil {
+                    http: &http,
+                    target: &target,
+                    provider: &provider,
+                    admin_token,
+                    api_key: &args.api_key,
+                    drain_timeout: args.webhook_drain_timeout,
+                    probe,
+                    before,
+                },
+                &payments,
+                &ledger,
+                &requests,
+                &mut rec.anomalies,
+            )
+            .await,
+        ),
+        _ => None,
+    };
+    if fulfillment.as_ref().is_some_and(|f| !f.checked) {
+        // Not judged (no webhooks flowed): gate only what was asked for explicitly, and
+        // that gate fails ("not checked").
+        thresholds.max_double_fulfillments = args.max_double_fulfillments;
+        thresholds.max_missed_fulfillments = args.max_missed_fulfillments;
+    }
     let mut timeline = Timeline::build(&payments, &ledger, started_ms);
     timeline
         .profiles
@@ -167,6 +230,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             unknown_orders: rec.unknown_orders,
             attempt_latency: state.attempt_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             payment_latency: state.payment_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
+            fulfillment,
         },
         thresholds,
     );
@@ -184,6 +248,92 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         );
     }
     Ok(report)
+}
+
+/// Where and how to check fulfilment.
+struct Fulfil<'a> {
+    http: &'a reqwest::Client,
+    target: &'a str,
+    provider: &'a str,
+    admin_token: Option<&'a str>,
+    /// For `GET /v1/events` (the stories join deliveries to orders through events).
+    api_key: &'a str,
+    drain_timeout: Duration,
+    probe: &'a crate::template::Probe,
+    before: Result<fulfillment::DrainStatus, fulfillment::DrainError>,
+}
+
+/// Drains the provider's deliveries, probes every order and adds the fulfilment
+/// anomalies to `anomalies`.
+async fn check_fulfillment(
+    f: Fulfil<'_>,
+    payments: &[PaymentRecord],
+    ledger: &LedgerView,
+    requests: &std::collections::HashMap<String, Vec<crate::ledger::ProviderRequest>>,
+    anomalies: &mut Anomalies,
+) -> FulfillmentReport {
+    let after = fulfillment::drain(f.http, f.provider, f.admin_token, f.drain_timeout).await;
+    if let Err(why) = fulfillment::checkable(&f.before, &after) {
+        return FulfillmentReport::unchecked(f.probe, why);
+    }
+    let after = after.unwrap_or_default();
+    let before = f.before.unwrap_or_default();
+    if !after.drained {
+        tracing::warn!(
+            queued = after.queued,
+            in_flight = after.in_flight,
+            retrying = after.retrying,
+            "webhook deliveries still pending after {:?}: probing anyway",
+            f.drain_timeout
+        );
+    }
+    let orders = payments.iter().map(|p| p.order_id.clone()).collect();
+    let probes = fulfillment::probe_all(f.http, f.target, f.probe, orders).await;
+    let none = Vec::new();
+    let story = |p: &PaymentRecord| {
+        crate::reconcile::story(
+            p,
+            ledger.charges.get(&p.order_id).unwrap_or(&none),
+            requests.get(&p.order_id),
+        )
+    };
+    let no_events = std::collections::HashMap::new();
+    let mut findings = fulfillment::judge(payments, &probes, ledger, &[], &no_events, f.target, story);
+    // The examples' stories get the provider's deliveries of their events.
+    let examples: std::collections::HashSet<String> = findings
+        .double
+        .examples
+        .iter()
+        .chain(&findings.missed.examples)
+        .map(|e| e.order_id.clone())
+        .collect();
+    if !examples.is_empty() {
+        let log = fulfillment::fetch_deliveries(f.http, f.provider, f.admin_token).await;
+        let events = fulfillment::fetch_event_ids(f.http, f.provider, f.api_key, &examples).await;
+        findings = fulfillment::judge(payments, &probes, ledger, &log, &events, f.target, story);
+    }
+    anomalies.double_fulfillments = findings.double;
+    anomalies.extra_fulfillments = findings.extra;
+    anomalies.missed_fulfillments = findings.missed;
+    FulfillmentReport {
+        probe: f.probe.describe.clone(),
+        checked: true,
+        note: (!after.drained).then(|| {
+            format!(
+                "the provider's webhook deliveries had not drained after {}: {} queued, {} in flight, {} retrying",
+                humantime::format_duration(f.drain_timeout),
+                after.queued,
+                after.in_flight,
+                after.retrying
+            )
+        }),
+        probed: findings.probed,
+        probe_failures: findings.probe_failures,
+        probe_failure_examples: findings.failure_examples,
+        drained: after.drained,
+        deliveries_delivered: after.delivered.saturating_sub(before.delivered),
+        deliveries_failed: after.failed.saturating_sub(before.failed),
+    }
 }
 
 /// The open model asked for by `--rate`, checked against goose's own options.

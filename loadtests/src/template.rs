@@ -7,6 +7,11 @@
 //! once into literal and placeholder segments, so rendering an attempt is a few copies.
 //! Two are bundled: `checkout-json` (a merchant's `POST /checkout`) and `stripe` (the
 //! provider itself, `POST /v1/payment_intents` with `confirm=true`).
+//!
+//! A template may also name a fulfilment [`Probe`] (`[fulfillment]`: a method, a path
+//! with `{{order_id}}`, and a JSON pointer to the integer count of times the target
+//! fulfilled the order); `checkout-json` probes `GET /orders/{{order_id}}` →
+//! `/fulfillments`. After a run the load generator asks it about every logical payment.
 
 use std::collections::BTreeMap;
 
@@ -154,6 +159,102 @@ struct TemplateFile {
     headers: BTreeMap<String, String>,
     #[serde(default = "default_pointers")]
     payment_id: Vec<String>,
+    #[serde(default)]
+    fulfillment: Option<ProbeFile>,
+}
+
+/// `[fulfillment]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeFile {
+    #[serde(default = "default_probe_method")]
+    method: String,
+    path: String,
+    count: String,
+}
+
+fn default_probe_method() -> String {
+    "GET".into()
+}
+
+/// How to ask the target how many times it fulfilled an order.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub method: reqwest::Method,
+    path: Text,
+    /// A JSON pointer to an integer in the answer.
+    pub count: String,
+    /// The probe as written (`GET /orders/{{order_id}} → /fulfillments`), for reports.
+    pub describe: String,
+}
+
+impl Probe {
+    fn compile(file: &str, p: &ProbeFile) -> Result<Self, ConfigError> {
+        let method = reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
+            ConfigError::new(
+                file,
+                "fulfillment.method",
+                format!("an HTTP method, got '{}'", p.method),
+            )
+        })?;
+        if !p.path.starts_with('/') {
+            return Err(ConfigError::new(file, "fulfillment.path", "a path starting with '/'"));
+        }
+        let path = Text::compile(&p.path, file, "fulfillment.path")?;
+        let only_order_id = path.0.iter().all(|seg| match seg {
+            Segment::Literal(_) => true,
+            Segment::Value(v) => *v == Placeholder::OrderId,
+        });
+        if !path.uses(Placeholder::OrderId) || !only_order_id {
+            return Err(ConfigError::new(
+                file,
+                "fulfillment.path",
+                "a path naming the order with {{order_id}} and no other placeholder, such as /orders/{{order_id}}",
+            ));
+        }
+        if !p.count.starts_with('/') {
+            return Err(ConfigError::new(
+                file,
+                "fulfillment.count",
+                format!(
+                    "a JSON pointer starting with '/' to an integer, such as /fulfillments, got '{}'",
+                    p.count
+                ),
+            ));
+        }
+        Ok(Self {
+            describe: format!("{method} {} → {}", p.path, p.count),
+            method,
+            path,
+            count: p.count.clone(),
+        })
+    }
+
+    /// The probe's path for one order (the id form-escaped, as in a checkout's path).
+    pub fn path(&self, order_id: &str) -> String {
+        let values = Values {
+            order_id,
+            amount: 0,
+            currency: "",
+            idempotency_key: None,
+            payment_method: "",
+            api_key: "",
+        };
+        let mut out = String::new();
+        self.path.render(&values, Escape::Form, &mut out);
+        out
+    }
+
+    /// The count in an answer's body: the integer at the pointer.
+    pub fn count_in(&self, body: &[u8]) -> Result<u64, String> {
+        let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON ({e})"))?;
+        match v.pointer(&self.count) {
+            Some(n) => n
+                .as_u64()
+                .ok_or_else(|| format!("{} is {n}, not a non-negative integer", self.count)),
+            None => Err(format!("the answer has nothing at {}", self.count)),
+        }
+    }
 }
 
 fn default_pointers() -> Vec<String> {
@@ -170,6 +271,8 @@ pub struct Template {
     body: Text,
     headers: Vec<(reqwest::header::HeaderName, Text)>,
     payment_id: Vec<String>,
+    /// `[fulfillment]`, if the template has one.
+    pub fulfillment: Option<Probe>,
 }
 
 /// A rendered attempt, ready to send.
@@ -191,6 +294,11 @@ payment_id = ["/payment_intent", "/id"]
 
 [headers]
 Idempotency-Key = "{{idempotency_key}}"
+
+[fulfillment]
+method = "GET"
+path = "/orders/{{order_id}}"
+count = "/fulfillments"
 "#;
 
 pub const STRIPE: &str = r#"
@@ -265,6 +373,7 @@ impl Template {
                 ));
             }
         }
+        let fulfillment = t.fulfillment.as_ref().map(|p| Probe::compile(file, p)).transpose()?;
         Ok(Self {
             name: t.name,
             method,
@@ -273,6 +382,7 @@ impl Template {
             body,
             headers,
             payment_id: t.payment_id,
+            fulfillment,
         })
     }
 
@@ -591,6 +701,63 @@ mod tests {
             assert_eq!(e.field, field, "{text}: {e}");
         }
         assert!(Template::load("nonexistent").is_err());
+    }
+
+    #[test]
+    fn the_fulfillment_probe_is_compiled_and_checked() {
+        let p = Template::load("checkout-json").unwrap().fulfillment.unwrap();
+        assert_eq!(p.method, reqwest::Method::GET);
+        assert_eq!(p.path("r1-000001"), "/orders/r1-000001");
+        assert_eq!(p.path("a b/c"), "/orders/a+b%2Fc");
+        assert_eq!(p.describe, "GET /orders/{{order_id}} → /fulfillments");
+        assert_eq!(p.count_in(br#"{"order_id":"o","fulfillments":2}"#), Ok(2));
+        assert!(p.count_in(br#"{"fulfillments":-1}"#).is_err());
+        assert!(p.count_in(br#"{"fulfillments":"2"}"#).is_err());
+        assert!(p.count_in(br#"{}"#).is_err());
+        assert!(p.count_in(b"<html>").is_err());
+        assert!(Template::load("stripe").unwrap().fulfillment.is_none());
+
+        let base = "name='t'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{{order_id}}'\n";
+        let ok = Template::parse(
+            "t.toml",
+            &format!("{base}[fulfillment]\npath='/o/{{{{order_id}}}}/x'\ncount='/n'\n"),
+        )
+        .unwrap()
+        .fulfillment
+        .unwrap();
+        assert_eq!((ok.method.as_str(), ok.path("7").as_str()), ("GET", "/o/7/x"));
+        for (table, field, expected) in [
+            (
+                "method='NO PE'\npath='/o/{{order_id}}'\ncount='/n'",
+                "fulfillment.method",
+                "an HTTP method",
+            ),
+            (
+                "path='o/{{order_id}}'\ncount='/n'",
+                "fulfillment.path",
+                "starting with '/'",
+            ),
+            ("path='/orders'\ncount='/n'", "fulfillment.path", "{{order_id}}"),
+            (
+                "path='/o/{{order_id}}/{{amount}}'\ncount='/n'",
+                "fulfillment.path",
+                "no other placeholder",
+            ),
+            (
+                "path='/o/{{nope}}'\ncount='/n'",
+                "fulfillment.path",
+                "unknown placeholder",
+            ),
+            ("path='/o/{{order_id}}'\ncount='n'", "fulfillment.count", "JSON pointer"),
+            ("path='/o/{{order_id}}'", "template", "count"),
+            ("path='/o/{{order_id}}'\ncount='/n'\nextra=1", "template", "extra"),
+        ] {
+            let e = Template::parse("t.toml", &format!("{base}[fulfillment]\n{table}\n")).unwrap_err();
+            assert_eq!(e.field, field, "{table}: {e}");
+            let line = e.to_string();
+            assert!(line.contains(expected) && !line.contains('\n'), "{table}: {line}");
+            assert!(line.starts_with("t.toml"), "{line}");
+        }
     }
 
     #[test]

@@ -6,13 +6,16 @@
 //! tests can share a database). Derived timings — the lock and lease TTL, the settling
 //! delay before a search that found nothing is trusted — follow the provider timeout
 //! unless set explicitly. [`MerchantConfig::validate`] refuses inconsistent settings.
-//! `clock` is the system clock unless a test sets a manual one.
+//! `clock` is the system clock unless a test sets a manual one. `webhook_secret` turns on
+//! `POST /webhooks/stripe` (deliveries signed with it are verified, within
+//! `webhook_tolerance`).
 
 use std::time::Duration;
 
 use super::clock::{SharedClock, SystemClock};
 use super::error::MerchantError;
 use super::strategy::Strategy;
+use super::webhook::{WebhookSecret, DEFAULT_TOLERANCE};
 
 #[derive(Debug, Clone)]
 pub struct MerchantConfig {
@@ -46,6 +49,11 @@ pub struct MerchantConfig {
     pub store_timeout: Duration,
     /// What leases, key expiry, the in-memory lock and the reconciler read the time from.
     pub clock: SharedClock,
+    /// The webhook endpoint's signing secret (`whsec_…`); `POST /webhooks/stripe` is
+    /// served only when it is set.
+    pub webhook_secret: Option<WebhookSecret>,
+    /// How old a delivery's signature timestamp may be (default 300 s, as Stripe's libraries).
+    pub webhook_tolerance: Duration,
 }
 
 impl MerchantConfig {
@@ -69,6 +77,8 @@ impl MerchantConfig {
             redis_prefix: "fauxpay:merchant:".to_string(),
             store_timeout: Duration::from_secs(2),
             clock: SystemClock::shared(),
+            webhook_secret: None,
+            webhook_tolerance: DEFAULT_TOLERANCE,
         }
     }
 
@@ -104,6 +114,7 @@ impl MerchantConfig {
             ("reconcile interval", self.reconcile_interval),
             ("key TTL", self.key_ttl),
             ("store timeout", self.store_timeout),
+            ("webhook tolerance", self.webhook_tolerance),
         ] {
             if d.is_zero() {
                 return bad(format!("the {name} must be positive"));
@@ -125,7 +136,7 @@ impl MerchantConfig {
     /// One line describing the settings in force (logged at start-up).
     pub fn describe(&self) -> String {
         format!(
-            "strategy={} provider={} store={} lock={} provider_timeout={:?} lock_ttl={:?} settle={:?} reconcile_interval={:?} key_ttl={:?}",
+            "strategy={} provider={} store={} lock={} provider_timeout={:?} lock_ttl={:?} settle={:?} reconcile_interval={:?} key_ttl={:?} webhooks={}",
             self.strategy,
             self.provider_url,
             if self.postgres_url.is_some() { "postgres" } else { "memory" },
@@ -135,6 +146,11 @@ impl MerchantConfig {
             self.effective_settle(),
             self.reconcile_interval,
             self.key_ttl,
+            if self.webhook_secret.is_some() {
+                "POST /webhooks/stripe"
+            } else {
+                "off"
+            },
         )
     }
 }

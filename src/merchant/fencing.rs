@@ -15,7 +15,9 @@
 use super::order::{Order, Transition, TransitionError};
 use super::store::{FencedWrite, Store, StoreError};
 
-/// The result of [`advance`].
+/// The result of [`advance`]. (A short-lived return value, never stored: the order is
+/// carried by value rather than boxed.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Advance {
     /// The transition is stored; this is the order now.

@@ -1,4 +1,6 @@
-//! The merchant's HTTP surface: `POST /checkout`, `GET /orders/{id}`, `GET /health`.
+//! The merchant's HTTP surface: `POST /checkout`, `GET /orders/{id}`, `GET /health`, and
+//! `POST /webhooks/stripe` (when a webhook secret is configured; otherwise a 404 that
+//! says so).
 //!
 //! Handlers only translate: a JSON body and an `Idempotency-Key` header into a
 //! [`CheckoutRequest`] and an [`IdempotencyKey`] (bad input is a 400 naming the
@@ -23,17 +25,27 @@ use super::checkout::{Answer, CheckoutRequest, InvalidInput, Reply};
 use super::idempotency_record::IdempotencyKey;
 use super::order::OrderId;
 use super::strategy::CheckoutService;
+use super::webhook_receiver::{WebhookReceiver, WebhookReply};
 
 type Service = Arc<dyn CheckoutService>;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    pub service: Service,
+    /// `None`: no webhook secret configured.
+    pub webhooks: Option<Arc<WebhookReceiver>>,
+}
 
 /// Bodies above this size are refused (413).
 const MAX_BODY: usize = 64 * 1024;
 
-pub fn router(service: Service) -> Router {
+pub fn router(service: Service, webhooks: Option<Arc<WebhookReceiver>>) -> Router {
     Router::new()
         .route("/checkout", post(checkout))
         .route("/orders/{id}", get(order))
         .route("/health", get(health))
+        .route("/webhooks/stripe", post(webhook))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -44,7 +56,7 @@ pub fn router(service: Service) -> Router {
                 "the merchant failed unexpectedly",
             )
         }))
-        .with_state(service)
+        .with_state(AppState { service, webhooks })
 }
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
@@ -76,7 +88,11 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, Invali
     IdempotencyKey::parse(text).map(Some).map_err(|e| bad(e.0))
 }
 
-async fn checkout(State(service): State<Service>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+async fn checkout(
+    State(AppState { service, .. }): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let body = match body {
         Ok(body) => body,
         Err(e) => return error(e.status(), "invalid_body", e.body_text()),
@@ -103,7 +119,7 @@ async fn checkout(State(service): State<Service>, headers: HeaderMap, body: Resu
     }
 }
 
-async fn order(State(service): State<Service>, Path(id): Path<String>) -> Response {
+async fn order(State(AppState { service, .. }): State<AppState>, Path(id): Path<String>) -> Response {
     let id = match OrderId::parse(&id) {
         Ok(id) => id,
         Err(e) => return answer(Reply::Invalid(InvalidInput::new(Some("id"), e.0)).into()),
@@ -125,7 +141,7 @@ async fn order(State(service): State<Service>, Path(id): Path<String>) -> Respon
     }
 }
 
-async fn health(State(service): State<Service>) -> Response {
+async fn health(State(AppState { service, .. }): State<AppState>) -> Response {
     let health = service.health().await;
     let status = if health.problem.is_none() {
         StatusCode::OK
@@ -135,12 +151,57 @@ async fn health(State(service): State<Service>) -> Response {
     (status, Json(health)).into_response()
 }
 
+async fn webhook(
+    State(AppState { webhooks, .. }): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let Some(receiver) = webhooks else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "webhooks_not_configured",
+            "this merchant has no webhook signing secret: start it with --webhook-secret whsec_…",
+        );
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => return error(e.status(), "invalid_body", e.body_text()),
+    };
+    let signature = headers
+        .get("stripe-signature")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    // Like a checkout, a fulfilment is finished even if the provider hangs up.
+    match tokio::spawn(async move { receiver.receive(signature.as_deref(), &body).await }).await {
+        Ok(WebhookReply {
+            status,
+            body,
+            retry_after,
+        }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut resp = (status, Json(body)).into_response();
+            if let Some(secs) = retry_after {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            resp
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "webhook task failed");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the webhook failed unexpectedly",
+            )
+        }
+    }
+}
+
 async fn not_found(method: Method, uri: Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
         "not_found",
         format!(
-            "no route for {method} {}; the merchant serves POST /checkout, GET /orders/{{id}} and GET /health",
+            "no route for {method} {}; the merchant serves POST /checkout, GET /orders/{{id}}, GET /health and POST /webhooks/stripe",
             uri.path()
         ),
     )

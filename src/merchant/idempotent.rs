@@ -12,6 +12,13 @@
 //! was attempted before is searched again before it is charged again. Final answers (200,
 //! 402) are stored under the key; everything retryable (503) is not, so the client's retry
 //! with the same key runs this again and finds the order as the first run left it.
+//!
+//! Fulfilment on a `payment_intent.succeeded` webhook is guarded twice: the event id is
+//! recorded under a unique constraint (a redelivery is answered `duplicate_event` at
+//! once), and the order is fulfilled only through its fenced `Fulfil` transition, which
+//! the state machine allows once — so concurrent copies of one event, or the events of
+//! two payment intents for one order, still ship it once. A redelivered event whose first
+//! delivery was recorded but not applied (a store failure in between) is applied then.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +35,7 @@ use super::order::{Order, OrderId, OrderStatus, Transition};
 use super::reconciler::{examine, Finding, Reconciler, Resolution};
 use super::store::{Store, StoreError};
 use super::strategy::{CheckoutService, Health, Strategy};
+use super::webhook::{EventRecord, Fulfilment, PaymentSucceeded};
 
 /// The idempotent merchant's tunables.
 #[derive(Debug, Clone)]
@@ -287,7 +295,9 @@ impl Idempotent {
             match advance(&*self.store, &claimed, transition, self.now_ms()).await? {
                 Advance::Applied(_) => Step::Done(reply),
                 Advance::Fenced | Advance::Refused(_) => {
-                    tracing::warn!(order_id = %claimed.id, version = %claimed.version, "stale claim: late outcome not written");
+                    // Routine when a payment_intent.succeeded webhook paid the order first
+                    // (the re-read finds it paid); otherwise the claim went stale.
+                    tracing::debug!(order_id = %claimed.id, version = %claimed.version, "claim moved on: late outcome not written");
                     Step::Again
                 }
             },
@@ -307,6 +317,55 @@ impl Idempotent {
             // Reopened only happens with a zero settle time; either way, look again.
             Resolution::Reopened(_) | Resolution::Moved => Step::Again,
         })
+    }
+}
+
+impl Idempotent {
+    async fn fulfil_order(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
+        let Some(mut order) = self.store.order(&event.order_id).await? else {
+            return Ok(Fulfilment::UnknownOrder);
+        };
+        let now = self.now_ms();
+        let record = EventRecord {
+            id: event.event_id.clone(),
+            kind: super::webhook::PAYMENT_SUCCEEDED.to_string(),
+            order_id: event.order_id.clone(),
+            received_ms: now,
+            expires_ms: now.saturating_add(ms(self.settings.key_ttl)),
+        };
+        let first_delivery = self.store.record_event(&record).await?;
+        for _ in 0..MAX_STEPS {
+            if order.fulfillments > 0 {
+                let fulfillments = order.fulfillments;
+                return Ok(if first_delivery {
+                    Fulfilment::AlreadyFulfilled { fulfillments }
+                } else {
+                    Fulfilment::DuplicateEvent { fulfillments }
+                });
+            }
+            let fulfil = Transition::Fulfil {
+                payment_intent: event.payment_intent.clone(),
+            };
+            match advance(&*self.store, &order, fulfil, self.now_ms()).await? {
+                Advance::Applied(o) => {
+                    tracing::debug!(order_id = %o.id, event = %event.event_id, "order fulfilled");
+                    return Ok(Fulfilment::Fulfilled {
+                        fulfillments: o.fulfillments,
+                    });
+                }
+                Advance::Fenced | Advance::Refused(_) => {
+                    order = self
+                        .store
+                        .order(&event.order_id)
+                        .await?
+                        .ok_or_else(|| StoreError::Corrupt(format!("order {} disappeared", event.order_id)))?;
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "order {} kept changing while it was being fulfilled",
+            event.order_id
+        )))
     }
 }
 
@@ -372,6 +431,10 @@ impl CheckoutService for Idempotent {
 
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         self.store.order(id).await
+    }
+
+    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
+        self.fulfil_order(event).await
     }
 
     async fn health(&self) -> Health {

@@ -6,7 +6,8 @@
 //! the provider charged, the answer was lost, the client heard a 502 and tried again —
 //! charges the customer a second time. The lock is in memory, or in Redis when a URL is
 //! configured (then a Redis outage is a 503). This is the seeds' warning made runnable:
-//! a lock is coordination, not idempotency.
+//! a lock is coordination, not idempotency. Its webhook receiver, like the naive one,
+//! fulfils on every delivery: a lock around a redelivery would not help either.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use super::order::{Order, OrderId};
 use super::order_book::OrderBook;
 use super::store::StoreError;
 use super::strategy::{CheckoutService, Health, Strategy};
+use super::webhook::{Fulfilment, PaymentSucceeded};
 
 pub struct LockOnly {
     gateway: Arc<dyn Gateway>,
@@ -59,6 +61,7 @@ impl CheckoutService for LockOnly {
                 return Reply::unavailable(Some(&req.order_id), "lock_unavailable", e.to_string()).into();
             }
         };
+        self.book.open(&req, self.clock.now_ms());
         let outcome = self.gateway.charge(&unguarded_charge(&req)).await;
         self.book.record(&req, &outcome, self.clock.now_ms());
         if let Err(e) = self.lock.release(&lease).await {
@@ -69,6 +72,15 @@ impl CheckoutService for LockOnly {
 
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         Ok(self.book.get(id))
+    }
+
+    /// Ships on every delivery: a redelivered event, or the second charge of a double
+    /// charge, ships the order again.
+    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
+        Ok(match self.book.fulfil(&event.order_id, self.clock.now_ms()) {
+            Some(fulfillments) => Fulfilment::Fulfilled { fulfillments },
+            None => Fulfilment::UnknownOrder,
+        })
     }
 
     async fn health(&self) -> Health {

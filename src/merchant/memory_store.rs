@@ -14,11 +14,14 @@ use parking_lot::Mutex;
 use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
 use super::order::{Order, OrderId, OrderStatus};
 use super::store::{FencedWrite, Store, StoreError};
+use super::webhook::{EventId, EventRecord};
 
 #[derive(Default)]
 pub struct MemoryStore {
     keys: Mutex<HashMap<IdempotencyKey, KeyRecord>>,
     orders: Mutex<HashMap<OrderId, Order>>,
+    /// Processed webhook events: id → when the record expires (Unix ms).
+    events: Mutex<HashMap<EventId, i64>>,
 }
 
 impl MemoryStore {
@@ -70,7 +73,23 @@ impl Store for MemoryStore {
         let mut keys = self.keys.lock();
         let before = keys.len();
         keys.retain(|_, rec| !rec.is_expired(now_ms));
-        Ok((before - keys.len()) as u64)
+        let pruned = before - keys.len();
+        drop(keys);
+        let mut events = self.events.lock();
+        let before = events.len();
+        events.retain(|_, expires_ms| *expires_ms > now_ms);
+        Ok((pruned + before - events.len()) as u64)
+    }
+
+    async fn record_event(&self, event: &EventRecord) -> Result<bool, StoreError> {
+        let mut events = self.events.lock();
+        match events.get(&event.id) {
+            Some(_) => Ok(false),
+            None => {
+                events.insert(event.id.clone(), event.expires_ms);
+                Ok(true)
+            }
+        }
     }
 
     async fn create_order(&self, order: &Order) -> Result<Order, StoreError> {
@@ -173,6 +192,23 @@ mod tests {
         assert_eq!(store.order(&o.id).await.unwrap().unwrap(), paid);
         // create_order never overwrites.
         assert_eq!(store.create_order(&order("o1")).await.unwrap(), paid);
+    }
+
+    #[tokio::test]
+    async fn an_event_id_is_recorded_once_until_it_expires() {
+        let store = MemoryStore::new();
+        let rec = EventRecord {
+            id: EventId::parse("evt_1").unwrap(),
+            kind: "payment_intent.succeeded".into(),
+            order_id: OrderId::parse("o").unwrap(),
+            received_ms: 0,
+            expires_ms: 10,
+        };
+        assert!(store.record_event(&rec).await.unwrap());
+        assert!(!store.record_event(&rec).await.unwrap());
+        assert_eq!(store.prune_keys(9).await.unwrap(), 0);
+        assert_eq!(store.prune_keys(10).await.unwrap(), 1);
+        assert!(store.record_event(&rec).await.unwrap());
     }
 
     #[tokio::test]

@@ -3,8 +3,10 @@
 //! This is the checkout most tutorials show: validate, call the provider, answer. It
 //! sends no idempotency key, keeps no key records and takes no lock, so every client
 //! retry is a new charge: a retry after an answer lost on the way back (the money moved,
-//! the client heard a 502 or a 504) charges the customer again. The load generator must
-//! catch it; that is what it is for.
+//! the client heard a 502 or a 504) charges the customer again. And it fulfils an order on
+//! every `payment_intent.succeeded` delivery it receives, so a redelivered event (Stripe
+//! delivers at least once) or a double charge ships the goods twice. The load generator
+//! must catch both; that is what it is for.
 
 use std::sync::Arc;
 
@@ -18,6 +20,7 @@ use super::order::{Order, OrderId};
 use super::order_book::OrderBook;
 use super::store::StoreError;
 use super::strategy::{CheckoutService, Health, Strategy};
+use super::webhook::{Fulfilment, PaymentSucceeded};
 
 pub struct Naive {
     gateway: Arc<dyn Gateway>,
@@ -87,6 +90,7 @@ impl CheckoutService for Naive {
     }
 
     async fn checkout(&self, req: CheckoutRequest, _key: Option<IdempotencyKey>) -> Answer {
+        self.book.open(&req, self.clock.now_ms());
         let outcome = self.gateway.charge(&unguarded_charge(&req)).await;
         self.book.record(&req, &outcome, self.clock.now_ms());
         pass_through(&req, outcome).into()
@@ -94,6 +98,15 @@ impl CheckoutService for Naive {
 
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         Ok(self.book.get(id))
+    }
+
+    /// Ships on every delivery: a redelivered event, or the second charge of a double
+    /// charge, ships the order again.
+    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
+        Ok(match self.book.fulfil(&event.order_id, self.clock.now_ms()) {
+            Some(fulfillments) => Fulfilment::Fulfilled { fulfillments },
+            None => Fulfilment::UnknownOrder,
+        })
     }
 
     async fn health(&self) -> Health {

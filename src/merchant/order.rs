@@ -240,6 +240,9 @@ pub struct Order {
     pub lease_until_ms: i64,
     /// When the last provider call started (Unix ms).
     pub last_attempt_ms: i64,
+    /// Times the order was fulfilled (on a `payment_intent.succeeded` webhook): at most 1
+    /// for the idempotent merchant; the naive ones count every delivery.
+    pub fulfillments: u32,
     pub created_ms: i64,
     pub updated_ms: i64,
 }
@@ -264,6 +267,9 @@ pub enum Transition {
     Suspect { reason: String },
     /// `reconciling → pending`: a search proved that no charge exists.
     Reopen,
+    /// Any status, once: the provider says `payment_intent` succeeded (a webhook), so the
+    /// order is paid (if it was not yet) and its goods are shipped: `fulfillments` 0 → 1.
+    Fulfil { payment_intent: PaymentIntentId },
 }
 
 impl Transition {
@@ -275,6 +281,7 @@ impl Transition {
             Transition::Release { .. } => "release",
             Transition::Suspect { .. } => "suspect",
             Transition::Reopen => "reopen",
+            Transition::Fulfil { .. } => "fulfil",
         }
     }
 }
@@ -289,6 +296,8 @@ pub enum TransitionError {
     },
     #[error("the order was already attempted with payment method `{0}`; a new one is accepted only after a decline")]
     PaymentMethodLocked(PaymentMethod),
+    #[error("the order was already fulfilled")]
+    AlreadyFulfilled,
 }
 
 impl Order {
@@ -310,6 +319,7 @@ impl Order {
             last_error: None,
             lease_until_ms: 0,
             last_attempt_ms: 0,
+            fulfillments: 0,
             created_ms: now_ms,
             updated_ms: now_ms,
         }
@@ -389,6 +399,20 @@ impl Order {
             }
             (Transition::Reopen, Reconciling) => {
                 next.status = Pending;
+            }
+            (Transition::Fulfil { payment_intent }, _) => {
+                if self.fulfillments > 0 {
+                    return Err(TransitionError::AlreadyFulfilled);
+                }
+                next.fulfillments = 1;
+                if self.status != Paid {
+                    // The provider's word that the money moved settles an unknown outcome
+                    // (a checkout still waiting for its answer is fenced and re-reads this).
+                    next.payment_intent = Some(payment_intent);
+                    next.status = Paid;
+                    next.last_error = None;
+                    next.lease_until_ms = 0;
+                }
             }
             (_, from) => return Err(TransitionError::NotAllowed { transition: name, from }),
         }
@@ -521,6 +545,33 @@ mod tests {
         assert_eq!(again.decline_code, None);
         assert_eq!(again.payment_method.as_str(), "pm_card_visa");
         assert_eq!(again.provider_key(), "order-o-1-g1");
+    }
+
+    #[test]
+    fn an_order_is_fulfilled_once_from_any_status() {
+        let pi = || Transition::Fulfil {
+            payment_intent: PaymentIntentId::new("pi_w"),
+        };
+        // The webhook may overtake the checkout's own answer: processing → paid.
+        let claimed = order().apply(claim("pm_card_visa"), 1).unwrap();
+        let fulfilled = claimed.apply(pi(), 2).unwrap();
+        assert_eq!(fulfilled.status, OrderStatus::Paid);
+        assert_eq!(fulfilled.fulfillments, 1);
+        assert_eq!(fulfilled.payment_intent.as_ref().unwrap().as_str(), "pi_w");
+        assert_eq!(fulfilled.version, claimed.version.next());
+        assert_eq!(fulfilled.apply(pi(), 3), Err(TransitionError::AlreadyFulfilled));
+        // A paid order keeps its payment intent.
+        let paid = claimed
+            .apply(
+                Transition::Pay {
+                    payment_intent: PaymentIntentId::new("pi_1"),
+                },
+                2,
+            )
+            .unwrap();
+        let shipped = paid.apply(pi(), 3).unwrap();
+        assert_eq!(shipped.payment_intent.as_ref().unwrap().as_str(), "pi_1");
+        assert_eq!(shipped.fulfillments, 1);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! idempotent migrations (`CREATE … IF NOT EXISTS`, run under an advisory lock, recorded
 //! in `merchant_migrations`). The invariants are the database's: the key is the primary
 //! key of `merchant_idempotency_keys`, the order id of `merchant_orders`, a paid order
-//! must name its payment intent and one payment intent pays at most one order; an order
+//! must name its payment intent, one payment intent pays at most one order, an order is
+//! fulfilled at most once and a webhook event id is recorded once; an order
 //! changes only by `UPDATE … WHERE id = $1 AND version = $2 AND status = $3`. Connections
 //! come from a small pool of pipelined clients that are re-dialled when they break; every
 //! call is bounded by a timeout and a failure is a retryable [`StoreError`].
@@ -23,6 +24,7 @@ use tokio_postgres::{Client, NoTls, Row};
 use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
 use super::order::{Amount, BadValue, Currency, Order, OrderId, OrderStatus, PaymentIntentId, PaymentMethod, Version};
 use super::store::{FencedWrite, Store, StoreError};
+use super::webhook::EventRecord;
 
 /// The migrations, in order; each runs once per schema. `{s}` is the quoted schema.
 const MIGRATIONS: &[&str] = &[
@@ -66,6 +68,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX IF NOT EXISTS merchant_orders_unsettled
         ON {s}.merchant_orders (updated_ms) WHERE status IN ('processing', 'reconciling');
     "#,
+    // 2: fulfilment on webhooks — processed event ids (each once), and an order's
+    // fulfilment count, which the database keeps at 0 or 1.
+    r#"
+    CREATE TABLE IF NOT EXISTS {s}.merchant_webhook_events (
+        event_id    TEXT PRIMARY KEY,
+        type        TEXT NOT NULL,
+        order_id    TEXT NOT NULL,
+        received_ms BIGINT NOT NULL,
+        expires_ms  BIGINT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS merchant_webhook_events_expires
+        ON {s}.merchant_webhook_events (expires_ms);
+    ALTER TABLE {s}.merchant_orders
+        ADD COLUMN IF NOT EXISTS fulfillments INTEGER NOT NULL DEFAULT 0
+            CHECK (fulfillments IN (0, 1));
+    "#,
 ];
 
 /// Serialises concurrent migrations of any schema (`pg_advisory_xact_lock`).
@@ -73,7 +91,7 @@ const MIGRATION_LOCK: i64 = 0x0066_6175_7870_6179;
 
 const ORDER_COLUMNS: &str = "id, amount, currency, payment_method, status, version, generation, attempts, \
      generation_attempts, payment_intent, decline_code, decline_message, last_error, lease_until_ms, \
-     last_attempt_ms, created_ms, updated_ms";
+     last_attempt_ms, created_ms, updated_ms, fulfillments";
 
 const KEY_COLUMNS: &str = "key, order_id, fingerprint, reply_status, reply_body, created_ms, expires_ms";
 
@@ -92,6 +110,7 @@ pub struct PostgresStore {
     next: AtomicUsize,
     keys: String,
     orders: String,
+    events: String,
 }
 
 impl PostgresStore {
@@ -114,6 +133,7 @@ impl PostgresStore {
             next: AtomicUsize::new(0),
             keys: format!("\"{schema}\".merchant_idempotency_keys"),
             orders: format!("\"{schema}\".merchant_orders"),
+            events: format!("\"{schema}\".merchant_webhook_events"),
         };
         store.migrate(schema).await?;
         Ok(store)
@@ -267,6 +287,7 @@ fn order_from_row(row: &Row) -> Result<Order, StoreError> {
         last_error: row.try_get("last_error").map_err(&bad)?,
         lease_until_ms: row.try_get("lease_until_ms").map_err(&bad)?,
         last_attempt_ms: row.try_get("last_attempt_ms").map_err(&bad)?,
+        fulfillments: count("fulfillments")?,
         created_ms: row.try_get("created_ms").map_err(&bad)?,
         updated_ms: row.try_get("updated_ms").map_err(&bad)?,
     })
@@ -280,6 +301,7 @@ struct OrderParams {
     attempts: i32,
     generation_attempts: i32,
     payment_intent: Option<String>,
+    fulfillments: i32,
 }
 
 impl OrderParams {
@@ -291,6 +313,7 @@ impl OrderParams {
             attempts: o.attempts as i32,
             generation_attempts: o.generation_attempts as i32,
             payment_intent: o.payment_intent.as_ref().map(|p| p.as_str().to_string()),
+            fulfillments: o.fulfillments.min(i32::MAX as u32) as i32,
         }
     }
 }
@@ -376,8 +399,36 @@ impl Store for PostgresStore {
     }
 
     async fn prune_keys(&self, now_ms: i64) -> Result<u64, StoreError> {
-        self.execute(&format!("DELETE FROM {} WHERE expires_ms <= $1", self.keys), &[&now_ms])
-            .await
+        let keys = self
+            .execute(&format!("DELETE FROM {} WHERE expires_ms <= $1", self.keys), &[&now_ms])
+            .await?;
+        let events = self
+            .execute(
+                &format!("DELETE FROM {} WHERE expires_ms <= $1", self.events),
+                &[&now_ms],
+            )
+            .await?;
+        Ok(keys + events)
+    }
+
+    async fn record_event(&self, event: &EventRecord) -> Result<bool, StoreError> {
+        let inserted = self
+            .execute(
+                &format!(
+                    "INSERT INTO {} (event_id, type, order_id, received_ms, expires_ms) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING",
+                    self.events
+                ),
+                &[
+                    &event.id.as_str(),
+                    &event.kind,
+                    &event.order_id.as_str(),
+                    &event.received_ms,
+                    &event.expires_ms,
+                ],
+            )
+            .await?;
+        Ok(inserted == 1)
     }
 
     async fn create_order(&self, order: &Order) -> Result<Order, StoreError> {
@@ -386,7 +437,7 @@ impl Store for PostgresStore {
             .query(
                 &format!(
                     "INSERT INTO {} ({ORDER_COLUMNS}) VALUES \
-                     ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+                     ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
                      ON CONFLICT (id) DO NOTHING RETURNING {ORDER_COLUMNS}",
                     self.orders
                 ),
@@ -408,6 +459,7 @@ impl Store for PostgresStore {
                     &order.last_attempt_ms,
                     &order.created_ms,
                     &order.updated_ms,
+                    &p.fulfillments,
                 ],
             )
             .await?;
@@ -437,7 +489,8 @@ impl Store for PostgresStore {
                 &format!(
                     "UPDATE {} SET payment_method = $4, status = $5, version = $6, generation = $7, attempts = $8, \
                      generation_attempts = $9, payment_intent = $10, decline_code = $11, decline_message = $12, \
-                     last_error = $13, lease_until_ms = $14, last_attempt_ms = $15, updated_ms = $16 \
+                     last_error = $13, lease_until_ms = $14, last_attempt_ms = $15, updated_ms = $16, \
+                     fulfillments = $17 \
                      WHERE id = $1 AND version = $2 AND status = $3",
                     self.orders
                 ),
@@ -458,6 +511,7 @@ impl Store for PostgresStore {
                     &next.lease_until_ms,
                     &next.last_attempt_ms,
                     &next.updated_ms,
+                    &p.fulfillments,
                 ],
             )
             .await?;

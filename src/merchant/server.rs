@@ -3,7 +3,8 @@
 //!
 //! [`Merchant::build`] connects what [`MerchantConfig`] names (PostgreSQL, migrated; Redis;
 //! the provider client) and builds the chosen strategy; [`serve`] and [`RunningMerchant`]
-//! run it, with the idempotent strategy's background reconciler beside the server.
+//! run it, with the idempotent strategy's background reconciler beside the server and,
+//! when a webhook secret is configured, the webhook receiver in front of the strategy.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ use super::redis_lock::RedisLock;
 use super::store::Store;
 use super::strategy::{CheckoutService, Strategy};
 use super::stripe_gateway::StripeGateway;
+use super::webhook_receiver::WebhookReceiver;
 
 /// A merchant built from its configuration, ready to serve.
 pub struct Merchant {
@@ -113,7 +115,15 @@ impl Merchant {
         let reconciler = self
             .reconciler
             .map(|r| tokio::spawn(r.run(self.config.reconcile_interval, self.config.prune_every(), stop_rx)));
-        let app = http::router(self.service);
+        let webhooks = self.config.webhook_secret.clone().map(|secret| {
+            Arc::new(WebhookReceiver::new(
+                secret,
+                self.config.webhook_tolerance,
+                self.config.clock.clone(),
+                self.service.clone(),
+            ))
+        });
+        let app = http::router(self.service, webhooks);
         let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
         let _ = stop_tx.send(true);
         if let Some(task) = reconciler {
@@ -149,10 +159,16 @@ impl RunningMerchant {
     /// Builds the merchant (connecting to and migrating its services), binds `addr`
     /// (port 0 picks a free port) and serves in a background task.
     pub async fn start(config: MerchantConfig, addr: SocketAddr) -> Result<Self, MerchantError> {
+        let listener = TcpListener::bind(addr).await?;
+        Self::start_on(config, listener).await
+    }
+
+    /// [`RunningMerchant::start`] on a listener bound beforehand (so that its URL can be
+    /// given out — to a provider's webhook endpoints — before the merchant is built).
+    pub async fn start_on(config: MerchantConfig, listener: TcpListener) -> Result<Self, MerchantError> {
         let strategy = config.strategy;
         let merchant = Merchant::build(config).await?;
         let rounds = merchant.reconciler_rounds();
-        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(merchant.serve(listener, async move {

@@ -3,7 +3,8 @@
 //! [`Store`] has two implementations: `memory_store` (the embedded default, used by the
 //! demo and most tests) and `postgres_store` (tables created by idempotent migrations at
 //! start-up). Both give the same guarantees: a key record is created at most once per key
-//! (a unique constraint), an order row at most once per order id, and an order is only
+//! (a unique constraint), a processed webhook event at most once per event id, an order
+//! row at most once per order id, and an order is only
 //! ever replaced by a compare-and-set on its version and status — the store holds no
 //! business rules beyond that; the state machine lives in `order`.
 
@@ -11,6 +12,7 @@ use async_trait::async_trait;
 
 use super::idempotency_record::{Fingerprint, IdempotencyKey, KeyBegin, KeyRecord, StoredReply};
 use super::order::{Order, OrderId};
+use super::webhook::EventRecord;
 
 /// A storage failure. Every one is retryable from the client's point of view (503).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,8 +55,12 @@ pub trait Store: Send + Sync + 'static {
         reply: &StoredReply,
     ) -> Result<(), StoreError>;
 
-    /// Deletes records expired at `now_ms`; returns how many.
+    /// Deletes key records and processed-event records expired at `now_ms`; returns how many.
     async fn prune_keys(&self, now_ms: i64) -> Result<u64, StoreError>;
+
+    /// Records a processed webhook event under a unique constraint on its id: `true` the
+    /// first time, `false` when the id is already recorded (a redelivery).
+    async fn record_event(&self, event: &EventRecord) -> Result<bool, StoreError>;
 
     /// Stores `order` unless an order with its id exists; returns the stored order.
     async fn create_order(&self, order: &Order) -> Result<Order, StoreError>;

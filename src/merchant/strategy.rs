@@ -3,8 +3,9 @@
 //! [`Strategy`] names them (`naive`, `lock-only`, `idempotent`: parsed by [`FromStr`],
 //! and the values of `fauxpay merchant --strategy`, whose parser lives with the CLI);
 //! each is a [`CheckoutService`] in its own module. The trait is plain Rust — a validated
-//! request and an optional key in, an [`Answer`] out — so every strategy is tested
-//! without HTTP, and the handlers stay thin.
+//! request and an optional key in, an [`Answer`] out; a verified webhook event in, a
+//! [`Fulfilment`] out — so every strategy is tested without HTTP, and the handlers stay
+//! thin.
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,6 +17,7 @@ use super::checkout::{Answer, CheckoutRequest};
 use super::idempotency_record::IdempotencyKey;
 use super::order::{Order, OrderId};
 use super::store::StoreError;
+use super::webhook::{Fulfilment, PaymentSucceeded};
 
 /// How a reference merchant protects a payment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -85,6 +87,10 @@ pub trait CheckoutService: Send + Sync + 'static {
 
     /// The order row (`GET /orders/{id}`).
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError>;
+
+    /// Fulfils the order a verified `payment_intent.succeeded` event names (`POST
+    /// /webhooks/stripe`): naive and lock-only on every delivery, idempotent once.
+    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError>;
 
     async fn health(&self) -> Health;
 }
