@@ -196,6 +196,7 @@ mod tests {
                 unknown_orders: 0,
                 attempt_latency: l.clone(),
                 payment_latency: l,
+                fulfillment: None,
             },
             Thresholds {
                 max_double_charges: max_double,
@@ -206,6 +207,8 @@ mod tests {
                 max_unresolved: None,
                 max_p99_ms: None,
                 max_dropped: None,
+                max_double_fulfillments: None,
+                max_missed_fulfillments: None,
             },
         )
     }

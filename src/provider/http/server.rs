@@ -367,7 +367,7 @@ pub fn raise_open_file_limit() -> Option<u64> {
             current: limit.maximum,
             maximum: limit.maximum,
         };
-        match setrlimit(Resource::Nofile, raised.clone()) {
+        match setrlimit(Resource::Nofile, raised) {
             Ok(()) => limit = raised,
             Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
         }
