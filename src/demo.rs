@@ -106,11 +106,7 @@ impl DemoOutcome {
     /// The side-by-side table.
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "\nfauxpay demo: three merchants under the `{}` fault profile\n",
-            self.profile
-        );
+        let _ = writeln!(s, "\nResults under the `{}` fault profile:\n", self.profile);
         let _ = writeln!(
             s,
             "{:<12} {:>9} {:>15} {:>19} {:>6} {:>8} {:>11} {:>10} {:>10}  verdict",

@@ -14,6 +14,11 @@ async fn page(client: &Client, url: &str) -> (StatusCode, String, reqwest::heade
     (status, resp.text().await.unwrap(), headers)
 }
 
+/// POSTs a dashboard form (as the browser would) and returns the answer.
+async fn post_form(client: &Client, url: &str, form: &[(&str, &str)]) -> reqwest::Response {
+    client.post(url).form(form).send().await.unwrap()
+}
+
 fn no_redirects() -> Client {
     Client::builder().redirect(redirect::Policy::none()).build().unwrap()
 }
@@ -97,12 +102,7 @@ async fn the_profile_form_shows_mistakes_inline_and_reset_wants_confirmation() {
     let h = &s.harness;
     let client = no_redirects();
     let bad = "name = \"mine\"\ndescription = \"<b>x</b>\"\nseed = \"one\"\n";
-    let resp = client
-        .post(h.url("/__fauxpay/ui/profile"))
-        .form(&[("toml", bad)])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(&client, &h.url("/__fauxpay/ui/profile"), &[("toml", bad)]).await;
     assert_eq!(resp.status(), 400);
     let body = resp.text().await.unwrap();
     assert!(
@@ -113,41 +113,23 @@ async fn the_profile_form_shows_mistakes_inline_and_reset_wants_confirmation() {
         body.contains("description = &quot;&lt;b&gt;x&lt;/b&gt;&quot;"),
         "the paste is kept, escaped"
     );
-    let profile: serde_json::Value = h
-        .client
-        .get(h.url("/__fauxpay/profile"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let profile: serde_json::Value = h.admin_json("/__fauxpay/profile").await;
     assert_eq!(profile["profile"]["name"], "happy", "the active profile is unchanged");
 
-    let resp = client
-        .post(h.url("/__fauxpay/ui/profile"))
-        .form(&[("bundled", "lost-responses")])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(
+        &client,
+        &h.url("/__fauxpay/ui/profile"),
+        &[("bundled", "lost-responses")],
+    )
+    .await;
     assert_eq!(resp.status(), 303);
     let (_, shown, _) = page(&client, &h.url("/__fauxpay/ui/profile?activated=1")).await;
     assert!(shown.contains("Profile activated.") && shown.contains("<strong>lost-responses</strong>"));
 
-    let resp = client
-        .post(h.url("/__fauxpay/ui/reset"))
-        .form(&[("x", "1")])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(&client, &h.url("/__fauxpay/ui/reset"), &[("x", "1")]).await;
     assert_eq!(resp.status(), 400, "no confirmation, no reset");
     assert_eq!(h.ledger("").await.len(), 4);
-    let resp = client
-        .post(h.url("/__fauxpay/ui/reset"))
-        .form(&[("confirm", "yes")])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(&client, &h.url("/__fauxpay/ui/reset"), &[("confirm", "yes")]).await;
     assert_eq!(resp.status(), 303);
     assert!(h.ledger("").await.is_empty());
 }
@@ -167,28 +149,13 @@ async fn the_admin_token_guards_the_pages_by_bearer_or_cookie() {
         client.get(h.url("/__fauxpay/ui/live")).send().await.unwrap().status(),
         401
     );
-    let resp = client
-        .post(h.url("/__fauxpay/ui/reset"))
-        .form(&[("confirm", "yes")])
-        .send()
-        .await
-        .unwrap();
+    let resp = post_form(&client, &h.url("/__fauxpay/ui/reset"), &[("confirm", "yes")]).await;
     assert_eq!(resp.status(), 401, "no form posts without the token");
 
-    let wrong = client
-        .post(h.url("/__fauxpay/ui/login"))
-        .form(&[("token", "nope")])
-        .send()
-        .await
-        .unwrap();
+    let wrong = post_form(&client, &h.url("/__fauxpay/ui/login"), &[("token", "nope")]).await;
     assert_eq!(wrong.status(), 401);
     assert!(wrong.text().await.unwrap().contains("That is not the admin token."));
-    let right = client
-        .post(h.url("/__fauxpay/ui/login"))
-        .form(&[("token", "s3cret")])
-        .send()
-        .await
-        .unwrap();
+    let right = post_form(&client, &h.url("/__fauxpay/ui/login"), &[("token", "s3cret")]).await;
     assert_eq!(right.status(), 303);
     let cookie = right.headers()["set-cookie"].to_str().unwrap().to_string();
     assert!(

@@ -159,15 +159,7 @@ async fn hang_outlasts_the_client_timeout() {
         1,
         "after the commit: the money moved, the client is in doubt"
     );
-    let log: serde_json::Value = h
-        .client
-        .get(h.url("/__fauxpay/requests?limit=5"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log: serde_json::Value = h.admin_json("/__fauxpay/requests?limit=5").await;
     let last = log["data"]
         .as_array()
         .unwrap()

@@ -353,15 +353,7 @@ async fn invalid_input_is_a_400_naming_the_parameter() {
         assert_eq!(error["code"], "parameter_invalid");
         assert_eq!(error["param"], "metadata[order_id]");
     }
-    let summary: Value = h
-        .client
-        .get(h.url("/__fauxpay/summary"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let summary: Value = h.summary().await;
     assert_eq!(summary["duplicate_group_count"], 0, "{summary}");
     assert_eq!(summary["charges"], 0, "{summary}");
     // NUL in a value.

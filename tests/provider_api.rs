@@ -451,15 +451,7 @@ async fn admin_ledger_summary_reset_health_and_metrics() {
         "{metrics}"
     );
 
-    let health: Value = h
-        .client
-        .get(h.url("/__fauxpay/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health: Value = h.admin_json("/__fauxpay/health").await;
     assert_eq!(health["status"], "ok");
     assert_eq!(
         h.client.post(h.url("/__fauxpay/reset")).send().await.unwrap().status(),

@@ -118,15 +118,7 @@ async fn a_payment_waits_for_authentication_then_charges_once() {
     );
     assert_eq!(h.ledger("").await.len(), 1);
     // The request log names the authenticating request and its intent.
-    let log: Value = h
-        .client
-        .get(h.url("/__fauxpay/requests"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let log: Value = h.admin_json("/__fauxpay/requests").await;
     let path = format!("/__fauxpay/payment_intents/{pi_id}/authenticate");
     let authenticated: Vec<&Value> = log["data"]
         .as_array()

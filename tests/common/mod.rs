@@ -101,8 +101,13 @@ impl Harness {
     }
 
     pub async fn summary(&self) -> Value {
+        self.admin_json("/__fauxpay/summary").await
+    }
+
+    /// The JSON answer of an admin route (`/__fauxpay/…`, no API key).
+    pub async fn admin_json(&self, path: &str) -> Value {
         self.client
-            .get(self.url("/__fauxpay/summary"))
+            .get(self.url(path))
             .send()
             .await
             .unwrap()
