@@ -11,15 +11,15 @@
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks hold load reconcile; peers on request),
+# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable hold load reconcile; peers on request),
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
-# BENCH_PAYMENTS (1000000), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
+# BENCH_PAYMENTS (1000000; also the payments recovered in the durable row), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
 # BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_BIN (target/release),
 # BENCH_OUT (bench/results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks hold load reconcile"}
+ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable hold load reconcile"}
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNECTIONS:-64}
@@ -84,13 +84,18 @@ start_server() {
     provider) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy >"$log" 2>&1 & ;;
     # The provider delivering every event to $WEBHOOK_URL (a hello-world receiver: 2xx).
     provider-webhook) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --webhook "$WEBHOOK_URL" >"$log" 2>&1 & ;;
+    # The provider keeping its state in $DATA_DIR (--data-dir, --fsync ${FSYNC:-batch}).
+    provider-durable) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --data-dir "$DATA_DIR" --fsync "${FSYNC:-batch}" >"$log" 2>&1 & ;;
     hello) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
   echo "$SERVER_PID" >>"$WORK/peer-pids"
   SERVER_URL=
-  for _ in $(seq 200); do
+  # Recovery from a data dir comes before listening: allow it a minute.
+  local tries=200
+  [ "$kind" = provider-durable ] && tries=1200
+  for _ in $(seq "$tries"); do
     SERVER_URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
     [ -n "$SERVER_URL" ] && return 0
     sleep 0.05
@@ -320,6 +325,60 @@ if has_row webhooks; then
   d=$(median "${D_RATES[@]}")
   row "provider: webhook deliveries to a local 2xx receiver (3 per payment)" "$(fmt "$d")/s" "—" "—" "≥ 10,000/s" "$(ge "$d" 10000)"
   RAW+=("webhooks: with req/s ${W_VALUES[*]}; without req/s ${N_VALUES[*]}; ratios ${W_RATIOS[*]}; deliveries/s (wrk run + drain) ${D_RATES[*]}")
+fi
+
+if has_row durable; then
+  echo "== provider: new payment intents with --data-dir (fsync batch, then always) vs in memory" >&2
+  for FSYNC in batch always; do
+    D_VALUES=()
+    M_VALUES=()
+    D_RATIOS=()
+    for i in $(seq "$RUNS"); do
+      DATA_DIR="$WORK/data-$FSYNC-$i"
+      for kind in $([ $((i % 2)) = 1 ] && echo "provider-durable provider" || echo "provider provider-durable"); do
+        v=$(measure "$kind" new.lua "$CONNS" rps)
+        [ "$kind" = provider-durable ] && d=$v || m=$v
+      done
+      rm -rf "$DATA_DIR"
+      D_VALUES+=("$d")
+      M_VALUES+=("$m")
+      D_RATIOS+=("$(calc "$d / $m")")
+      echo "  run $i: --data-dir (fsync $FSYNC) $d req/s, in memory $m req/s" >&2
+    done
+    r=$(median "${D_RATIOS[@]}")
+    row "provider: new payment intent with --data-dir, --fsync $FSYNC" "$(fmt "$(median "${D_VALUES[@]}")") req/s" "$(fmt "$(median "${M_VALUES[@]}")") req/s (memory)" "$(fmt "$r" 2)" "≥ 0.50" "$(ge "$r" 0.50)"
+    RAW+=("durable ($FSYNC): data-dir req/s ${D_VALUES[*]}; memory req/s ${M_VALUES[*]}; ratios ${D_RATIOS[*]}")
+  done
+  FSYNC=batch
+
+  echo "== provider: recovery of $PAYMENTS payments from --data-dir" >&2
+  DATA_DIR="$WORK/data-recovery"
+  start_server provider-durable
+  started=$(date +%s)
+  BENCH_REQUESTS=$PAYMENTS timeout 900 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d900s -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/durable-wrk.log" 2>&1 &
+  WRK_PID=$!
+  PIDS+=("$WRK_PID")
+  charges=0
+  while kill -0 "$WRK_PID" 2>/dev/null && [ "$charges" -lt "$PAYMENTS" ] && [ $(($(date +%s) - started)) -lt 600 ]; do
+    sleep 1
+    charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+    charges=${charges:-0}
+  done
+  kill "$WRK_PID" 2>/dev/null || true
+  wait "$WRK_PID" 2>/dev/null || true
+  charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+  kill -KILL "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  size=$(du -sm "$DATA_DIR" | cut -f1)
+  t0=$(date +%s.%N)
+  start_server provider-durable
+  took=$(calc "$(date +%s.%N) - $t0")
+  recovered=$(grep -o 'recovered [0-9]* records ([0-9]* writes)' "$WORK/server-provider-durable.log" || echo "no recovery line")
+  found=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+  stop_server
+  rm -rf "$DATA_DIR"
+  row "provider: recovery after kill -9 of $charges payments ($size MB of log)" "$(fmt "$took" 1) s" "—" "—" "≤ 10 s" "$(le "$took" 10)"
+  RAW+=("recovery: $charges payments written, kill -9, restart until listening $took s; $recovered; log $size MB; ledger after: ${found:-?} charges counted by /metrics")
 fi
 
 if has_row hold; then

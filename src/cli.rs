@@ -232,6 +232,16 @@ pub struct ServeArgs {
     /// How long events are kept (`GET /v1/events`).
     #[arg(long, default_value = "30d", value_parser = parse_duration)]
     pub event_ttl: Duration,
+    /// Keep the state in this directory, so a restart (even after `kill -9`) loses
+    /// nothing: objects, idempotency keys, the ledger, events, pending webhook
+    /// deliveries, attempt counts and the active profile (default: memory only).
+    #[arg(long, env = "FAUXPAY_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// With --data-dir, when the log is synced to the disk: `always` (before each
+    /// answer: survives a machine crash), `batch` (every 100 ms: survives a crash of
+    /// fauxpay, a machine crash may lose the last 100 ms) or `never` (the OS decides).
+    #[arg(long, default_value = "batch", value_parser = str::parse::<fauxpay::provider::durable::Fsync>)]
+    pub fsync: fauxpay::provider::durable::Fsync,
 }
 
 /// `--webhook-retries`: the waits before each retry.

@@ -13,7 +13,7 @@ use fauxpay::provider::config::WebhookTarget;
 use fauxpay::provider::webhook_endpoints::object::generate_secret;
 use fauxpay::provider::webhook_endpoints::rules::check_url;
 use fauxpay::provider::webhooks::Settings as DeliverySettings;
-use fauxpay::provider::{self, Config, Provider};
+use fauxpay::provider::{self, Config};
 use tracing_subscriber::EnvFilter;
 
 mod cli;
@@ -259,6 +259,11 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let shutdown = shutdown_signal()?;
+        // Recovered before listening, so the first request sees the whole state.
+        let (provider, recovered) = provider::recovery::open(config, args.data_dir.as_deref(), args.fsync)?;
+        if let (Some(summary), Some(dir)) = (recovered, &args.data_dir) {
+            tracing::info!("{}", summary.describe(dir));
+        }
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
@@ -270,11 +275,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         };
         tracing::info!(
             "fauxpay provider listening on http://{addr} ({}{hooks}); dashboard: http://{addr}/__fauxpay/",
-            config.describe()
+            provider.config.describe()
         );
-        provider::serve(listener, Provider::new(config), shutdown)
-            .await
-            .context("serving")?;
+        provider::serve(listener, provider, shutdown).await.context("serving")?;
         tracing::info!("fauxpay provider stopped");
         Ok(())
     })

@@ -151,7 +151,8 @@ fn readme_starts_every_fauxpay_service_the_same_way_by_hand() {
             .replace("@postgres:", "@127.0.0.1:");
         let by_hand = by_hand
             .replace("0.0.0.0:", "127.0.0.1:")
-            .replace("--out /reports", "--out fauxpay-report");
+            .replace("--out /reports", "--out fauxpay-report")
+            .replace("--data-dir /var/lib/fauxpay", "--data-dir ./provider-data");
         assert!(
             readme.contains(&by_hand),
             "README lacks the by-hand command for {name}:\n{by_hand}"

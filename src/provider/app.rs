@@ -2,13 +2,14 @@
 //! the payment state, the idempotency store, fault injection, metrics, webhook delivery) and the
 //! operations on the whole of it (reset, profile swap, shutdown signal).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 
 use crate::faults::Profile;
 use crate::provider::clock::Clock;
 use crate::provider::config::Config;
+use crate::provider::durable::{DataLog, Record};
 use crate::provider::fault_injection::FaultInjector;
 use crate::provider::idempotency::IdempotencyStore;
 use crate::provider::metrics::Metrics;
@@ -32,10 +33,22 @@ pub struct Provider {
     cli_endpoints: Vec<Arc<WebhookEndpoint>>,
     /// Set once shutdown begins: held (`hang`) requests end at once.
     stopping: watch::Sender<bool>,
+    /// The data dir's log, with `--data-dir` (set once the state is recovered).
+    durable: OnceLock<Arc<DataLog>>,
 }
 
 impl Provider {
     pub fn new(config: Config) -> Arc<Self> {
+        Self::build(config, false)
+    }
+
+    /// A provider whose state is about to be recovered from its data dir: events are
+    /// kept back from delivery until recovery says which were delivered.
+    pub fn recovering(config: Config) -> Arc<Self> {
+        Self::build(config, true)
+    }
+
+    fn build(config: Config, recovering: bool) -> Arc<Self> {
         // Compile Stripe's spec now, so that no request pays for it.
         schema::spec();
         let payments = Payments::new(config.duplicates, config.correlate.clone());
@@ -46,7 +59,10 @@ impl Provider {
         let metrics = Metrics::default();
         let webhooks = Webhooks::new(config.delivery.clone(), faults.clone(), metrics.webhooks.clone());
         payments.events.set_ttl(config.event_ttl);
-        payments.events.set_publisher(webhooks.clone());
+        match recovering {
+            true => payments.events.defer_publishing(),
+            false => payments.events.set_publisher(webhooks.clone()),
+        }
         let cli_endpoints = config
             .webhooks
             .iter()
@@ -67,6 +83,7 @@ impl Provider {
             webhooks,
             cli_endpoints,
             stopping: watch::channel(false).0,
+            durable: OnceLock::new(),
             config,
         })
     }
@@ -74,11 +91,27 @@ impl Provider {
     /// Forgets all payments, keys, ledger records, events and webhook endpoints but those
     /// of `--webhook` (`POST /__fauxpay/reset`); deliveries already queued go on.
     pub fn reset(&self) {
+        let _order = self.durable().map(|log| {
+            let guard = log.commit_lock();
+            log.append(&Record::Reset);
+            guard
+        });
         self.idempotency.clear();
         self.payments.reset();
         self.payments.restore_webhook_endpoints(&self.cli_endpoints);
         self.webhooks.reset();
         self.faults.reset();
+    }
+
+    /// The data dir's log, when the state is durable (`--data-dir`).
+    pub fn durable(&self) -> Option<&Arc<DataLog>> {
+        self.durable.get()
+    }
+
+    /// From now on every change is logged to `log` (once recovered from it).
+    pub fn attach_data_log(&self, log: Arc<DataLog>) {
+        self.webhooks.attach_data_log(log.clone());
+        let _ = self.durable.set(log);
     }
 
     /// Begins shutdown: held requests end at once.
@@ -96,6 +129,9 @@ impl Provider {
     pub fn swap_profile(&self, profile: Profile, source: String) {
         self.idempotency.set_ttl(profile.key_ttl.unwrap_or(self.config.key_ttl));
         let name = profile.name.clone();
+        if let Some(log) = self.durable() {
+            log.append(&Record::Profile { source: source.clone() });
+        }
         self.faults.swap(profile, source);
         tracing::info!(profile = %name, "fault profile swapped");
     }

@@ -48,6 +48,9 @@ pub struct ActiveProfile {
 pub struct Plan {
     pub identity: Arc<str>,
     pub attempt: u32,
+    /// Whether the identity's attempts are counted (it can come back: a key or a
+    /// correlation id), so the data dir keeps the count.
+    pub counted: bool,
     pub decision: Decision,
     /// The decision's label (`drop_response after_commit (rule 0)`), for the ledger and log.
     pub label: Option<Arc<str>>,
@@ -279,6 +282,7 @@ impl FaultInjector {
         Ok(Plan {
             identity,
             attempt,
+            counted: returns,
             decision,
             label,
         })
@@ -301,6 +305,24 @@ impl FaultInjector {
             purged += before - shard.table.len();
         }
         purged
+    }
+
+    /// Sets `identity`'s attempt count to at least `n`, its last attempt `age` ago
+    /// (recovery from the data dir).
+    pub fn restore_attempt(&self, identity: &str, n: u32, now: Instant, age: Duration) {
+        let identity: Arc<str> = identity.into();
+        let hash = self.hasher.hash_one(&*identity);
+        let at = self
+            .nanos(now)
+            .saturating_sub(u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+        let mut shard = self.attempts.lock(&hash);
+        if shard.table.find(hash, |c| *c.identity == *identity).is_none() {
+            shard.next(hash, &identity, at, &self.hasher);
+        }
+        if let Some(c) = shard.table.find_mut(hash, |c| *c.identity == *identity) {
+            c.count = c.count.max(n);
+            c.last_ns = c.last_ns.max(at);
+        }
     }
 
     /// Identities whose attempts are being counted.

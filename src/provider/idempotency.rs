@@ -140,7 +140,8 @@ struct Record {
     /// `None` while the first request is in flight.
     state: Option<StoredResponse>,
     /// When the key was claimed, in nanoseconds since the store was made.
-    created: u64,
+    /// (Negative for a key restored from the data dir that is older than the store.)
+    created: i64,
     token: u32,
 }
 
@@ -240,8 +241,8 @@ impl IdempotencyStore {
         })
     }
 
-    fn since_epoch(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.epoch).as_nanos() as u64
+    fn since_epoch(&self, now: Instant) -> i64 {
+        i64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(i64::MAX)
     }
 
     pub fn ttl(&self) -> Duration {
@@ -252,8 +253,8 @@ impl IdempotencyStore {
         self.ttl_ms.store(ttl.as_millis() as u64, Ordering::Relaxed);
     }
 
-    fn expired(&self, r: &Record, now: u64) -> bool {
-        r.state.is_some() && now.saturating_sub(r.created) >= self.ttl().as_nanos() as u64
+    fn expired(&self, r: &Record, now: i64) -> bool {
+        r.state.is_some() && now.saturating_sub(r.created) >= i64::try_from(self.ttl().as_nanos()).unwrap_or(i64::MAX)
     }
 
     /// Looks `key` up for a request with `fingerprint`, claiming it if it is free.
@@ -309,6 +310,36 @@ impl IdempotencyStore {
             token,
             done: false,
         })
+    }
+
+    /// Stores `response` for `key` as if its request had run `age` ago (recovery from
+    /// the data dir); a key already past the TTL is not stored.
+    pub fn restore(
+        self: &Arc<Self>,
+        api_key: &ApiKey,
+        key: &IdempotencyKey,
+        fingerprint: Fingerprint,
+        response: StoredResponse,
+        now: Instant,
+        age: Duration,
+    ) {
+        if age >= self.ttl() {
+            return;
+        }
+        if let Begin::Proceed(claim) = self.begin(api_key, key, fingerprint, now) {
+            let created = self
+                .since_epoch(now)
+                .saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
+            let hash = scoped_hash(&self.hasher, api_key, key);
+            let mut shard = self.shards.lock(&hash);
+            if let Some(position) = shard.position(hash, api_key, key) {
+                if let Some(e) = shard.entries[position].as_mut() {
+                    e.record.created = created;
+                }
+            }
+            drop(shard);
+            claim.complete(response);
+        }
     }
 
     /// Drops responses older than the TTL; returns how many went.

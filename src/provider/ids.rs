@@ -13,6 +13,35 @@ use std::sync::Arc;
 use rand::Rng;
 use serde::{Serialize, Serializer};
 
+/// Where the tokens of this thread come from (see [`scripted`]).
+enum Script {
+    Off,
+    Record(Vec<[u64; 2]>),
+    Replay(std::vec::IntoIter<[u64; 2]>),
+}
+
+thread_local! {
+    static SCRIPT: std::cell::RefCell<Script> = const { std::cell::RefCell::new(Script::Off) };
+}
+
+/// Runs `f` (a synchronous operation) with its tokens scripted: with `replay = None`
+/// every token it draws is random and returned, in order, beside its result; with
+/// `Some(tokens)` it draws those tokens instead, so running the same operation on the
+/// same state again (recovery from the data dir) makes the same ids.
+pub fn scripted<R>(replay: Option<Vec<[u64; 2]>>, f: impl FnOnce() -> R) -> (R, Vec<[u64; 2]>) {
+    let next = match replay {
+        Some(tokens) => Script::Replay(tokens.into_iter()),
+        None => Script::Record(Vec::new()),
+    };
+    let before = SCRIPT.replace(next);
+    let result = f();
+    let drawn = match SCRIPT.replace(before) {
+        Script::Record(drawn) => drawn,
+        _ => Vec::new(),
+    };
+    (result, drawn)
+}
+
 const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// The 24 random alphanumerics of a generated id, kept as the two 64-bit numbers their
@@ -32,13 +61,37 @@ fn lead_offset(rest: &[u8]) -> u8 {
 }
 
 impl Token {
+    /// A fresh random token; while an operation is [`scripted`], the tokens it draws
+    /// are written down, or read back from an earlier run's script.
     pub fn random() -> Self {
+        SCRIPT.with_borrow_mut(|script| match script {
+            Script::Off => Self::fresh(),
+            Script::Record(drawn) => {
+                let t = Self::fresh();
+                drawn.push(t.to_pair());
+                t
+            }
+            Script::Replay(drawn) => drawn.next().and_then(Self::from_pair).unwrap_or_else(Self::fresh),
+        })
+    }
+
+    fn fresh() -> Self {
         let mut rng = rand::rng();
         loop {
             if let Some(first) = NonZeroU64::new(rng.random()) {
                 return Self(first, rng.random());
             }
         }
+    }
+
+    /// The token as two numbers (for the data dir's records).
+    pub fn to_pair(self) -> [u64; 2] {
+        [self.0.get(), self.1]
+    }
+
+    /// The token of [`Token::to_pair`] (`None` for a first number of zero).
+    pub fn from_pair([a, b]: [u64; 2]) -> Option<Self> {
+        NonZeroU64::new(a).map(|a| Self(a, b))
     }
 
     /// Writes the 24 characters into `out`. Each half is its number's 12 base-62
@@ -397,6 +450,16 @@ impl ApiKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scripted_operation_draws_the_same_tokens_again() {
+        let (first, drawn) = scripted(None, || (PaymentIntentId::generate(), EventId::generate()));
+        assert_eq!(drawn.len(), 2);
+        let (again, _) = scripted(Some(drawn), || (PaymentIntentId::generate(), EventId::generate()));
+        assert_eq!(first, again);
+        // Outside a script, tokens are random again.
+        assert_ne!(PaymentIntentId::generate(), first.0);
+    }
 
     #[test]
     fn generated_ids_carry_prefix_and_differ() {

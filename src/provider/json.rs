@@ -26,10 +26,7 @@ use crate::provider::ids::Token;
 
 /// Seconds since the Unix epoch.
 pub fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    (crate::provider::clock::wall_ms() / 1000) as i64
 }
 
 /// An object's metadata: string keys and values, sorted by key, in one shared

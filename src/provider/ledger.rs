@@ -201,11 +201,9 @@ impl RecordFilter {
     }
 }
 
+/// Milliseconds since the Unix epoch (see [`wall_ms`](crate::provider::clock::wall_ms)).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::provider::clock::wall_ms()
 }
 
 /// The ledger of all money movements.

@@ -22,12 +22,15 @@ use serde_json::Value;
 use crate::faults::{Fault, When};
 use crate::provider::app::Provider;
 use crate::provider::attempt::Attempt;
+use crate::provider::clock;
+use crate::provider::durable::record::Commit;
+use crate::provider::durable::{DataLog, Record as DataRecord};
 use crate::provider::endpoint::{Call, Endpoint, Verb};
 use crate::provider::error::{ApiError, ErrorType, Status};
 use crate::provider::expand::Expansion;
-use crate::provider::fault_injection::{retry_after_secs, Outcome, Plan, PlanInput, RequestRecord};
+use crate::provider::fault_injection::{retry_after_secs, Outcome, PlanInput, RequestRecord};
 use crate::provider::idempotency::{Begin, Claim, Fingerprint, Mode, StoredBody, StoredResponse};
-use crate::provider::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
+use crate::provider::ids::{self, ApiKey, IdempotencyKey, ObjectId, RequestId};
 use crate::provider::ledger::now_ms;
 use crate::provider::reply::Reply;
 use crate::provider::spec::validate::validate;
@@ -145,7 +148,19 @@ impl Drop for Executing {
 
 /// Runs `endpoint` for `req` (with `id` from its path) through fault injection and
 /// idempotency; says what to do with the connection.
-pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id: &str) -> Delivery {
+pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, id: &str) -> Delivery {
+    let delivery = run_request(app, req, endpoint, id).await;
+    // With a data dir, nothing the answer shows may be lost in a crash: it waits until
+    // every record appended so far (its own, and those of the changes it read) is durable.
+    if let Some(log) = app.durable() {
+        if log.durable(log.appended()).await.is_err() {
+            return Delivery::Abort(Abort::Close);
+        }
+    }
+    delivery
+}
+
+async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id: &str) -> Delivery {
     let in_flight = Executing::start(app);
     let correlation_id = app.payments.correlate.of(&req.params);
     let plan = match app.faults.plan(&PlanInput {
@@ -160,6 +175,13 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
         Ok(plan) => plan,
         Err(e) => return Delivery::Send(Answer::error(&e)),
     };
+    if let (Some(log), true) = (app.durable(), plan.counted) {
+        log.append(&DataRecord::Attempt {
+            identity: plan.identity.to_string(),
+            n: plan.attempt,
+            at_ms: clock::wall_ms(),
+        });
+    }
     // The key is claimed on arrival, so a request held by latency or a fault is "in
     // flight": a concurrent request with the same key gets 409, as at Stripe.
     let admission = admit(app, &req, endpoint);
@@ -184,7 +206,11 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
     if let Some(fault) = plan.acting(When::BeforeCommit) {
         // Nothing was charged, nothing is stored: dropping the claim frees the key.
         return match fault {
-            Fault::Error { status, .. } => send(app, record, Answer::error(&injected_error(*status, &plan))),
+            Fault::Error { status, .. } => send(
+                app,
+                record,
+                Answer::error(&injected_error(*status, plan.label.as_deref())),
+            ),
             Fault::RateLimit { retry_after } => send(app, record, rate_limited(*retry_after)),
             // A held request keeps its claim on the key, and counts as in flight.
             _ => break_connection(app, record, fault, Box::new((in_flight, admission))),
@@ -221,12 +247,16 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
             // expansion Stripe would refuse, is a validation failure like the
             // operation's own. The reply is expanded before it is stored, so a replay
             // answers what was sent.
-            let result = validate(endpoint, &req.params)
-                .and_then(|()| Expansion::plan(endpoint.verb, endpoint.path, &req.params))
-                .and_then(|expansion| {
-                    let reply = (endpoint.operation)(&app.payments, &call)?;
-                    Ok(expansion.apply(&app.payments, reply))
-                });
+            let injected = match plan.acting(When::AfterCommit) {
+                Some(Fault::Error { status, .. }) => Some(*status),
+                _ => None,
+            };
+            let result = match app.durable() {
+                Some(log) if endpoint.verb != Verb::Get => {
+                    execute_logged(app, log, &req, &record.path, endpoint, &call, injected)
+                }
+                _ => execute(app, endpoint, &call),
+            };
             match result {
                 // Validation failures are not stored: dropping the claim frees the key.
                 Err(e) if !e.executed => {
@@ -235,12 +265,7 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
                 }
                 result => {
                     record.committed_status = Some(result.as_ref().map_or_else(|e| e.status.code(), |_| 200));
-                    // An error after the commit is what the key stores, as Stripe stores its 500s.
-                    let result = match plan.acting(When::AfterCommit) {
-                        Some(Fault::Error { status, .. }) => Err(injected_error(*status, &plan)),
-                        _ => result,
-                    };
-                    let stored = to_stored(result, req.request_id);
+                    let stored = stored_result(result, injected, plan.label.as_deref(), req.request_id);
                     record.object = stored.object();
                     let echo = claim.map(|c| {
                         c.complete(stored.clone());
@@ -255,7 +280,11 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
     sleep(plan.decision.latency_after).await;
     match plan.acting(When::AfterCommit) {
         None => send(app, record, fresh),
-        Some(Fault::Error { status, .. }) => send(app, record, Answer::error(&injected_error(*status, &plan))),
+        Some(Fault::Error { status, .. }) => send(
+            app,
+            record,
+            Answer::error(&injected_error(*status, plan.label.as_deref())),
+        ),
         Some(Fault::SlowBody { duration }) => {
             record.outcome = Outcome::Status(fresh.status);
             app.faults.record(record);
@@ -263,6 +292,76 @@ pub async fn run(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id:
         }
         Some(fault) => break_connection(app, record, fault, Box::new(in_flight)),
     }
+}
+
+/// Stripe's request validation (a parameter the spec refuses, or an expansion Stripe
+/// would refuse, is a validation failure like the operation's own), the operation, and
+/// the expansion of its reply (expanded before it is stored, so a replay answers what
+/// was sent). An error with `executed` unset means nothing ran.
+pub fn execute(app: &Provider, endpoint: &Endpoint, call: &Call<'_>) -> Result<Reply, ApiError> {
+    validate(endpoint, call.params)
+        .and_then(|()| Expansion::plan(endpoint.verb, endpoint.path, call.params))
+        .and_then(|expansion| {
+            let reply = (endpoint.operation)(&app.payments, call)?;
+            Ok(expansion.apply(&app.payments, reply))
+        })
+}
+
+/// [`execute`] with a data dir: one write at a time, at a stopped wall clock and with
+/// its ids written down, then its record appended (when it ran), so that recovery runs
+/// it again to the same objects.
+fn execute_logged(
+    app: &Provider,
+    log: &DataLog,
+    req: &Request,
+    path: &str,
+    endpoint: &Endpoint,
+    call: &Call<'_>,
+    injected_status: Option<u16>,
+) -> Result<Reply, ApiError> {
+    let params = req.params.to_json();
+    let _order = log.commit_lock();
+    let at_ms = clock::wall_ms();
+    let (result, tokens) = ids::scripted(None, || clock::frozen(at_ms, || execute(app, endpoint, call)));
+    if !matches!(&result, Err(e) if !e.executed) {
+        let attempt = call.attempt;
+        log.append(&DataRecord::Commit(Box::new(Commit {
+            at_ms,
+            request_id: req.request_id.to_string(),
+            api_key: req.api_key.as_str().to_owned(),
+            verb: endpoint.verb.as_str().to_owned(),
+            endpoint: endpoint.path.to_owned(),
+            path: path.to_owned(),
+            id: call.id.to_owned(),
+            params,
+            idempotency_key: attempt.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
+            correlation_id: attempt.correlation_id.as_ref().map(|c| c.as_str().to_owned()),
+            fault: attempt.fault.as_deref().map(str::to_owned),
+            decline: attempt
+                .decline
+                .as_ref()
+                .map(|d| [d.code.to_string(), d.decline_code.to_string(), d.message.to_string()]),
+            origin: attempt.origin.as_deref().map(str::to_owned),
+            tokens,
+            injected_status,
+        })));
+    }
+    result
+}
+
+/// What a key stores for a request that ran: its result, or the 5xx a fault put in
+/// its place after the commit (Stripe stores its 500s too).
+pub fn stored_result(
+    result: Result<Reply, ApiError>,
+    injected_status: Option<u16>,
+    label: Option<&str>,
+    request_id: RequestId,
+) -> StoredResponse {
+    let result = match injected_status {
+        Some(status) => Err(injected_error(status, label)),
+        None => result,
+    };
+    to_stored(result, request_id)
 }
 
 /// What the idempotency layer says about a request on its arrival.
@@ -363,13 +462,13 @@ fn error_object(e: &ApiError) -> Option<ObjectId> {
 }
 
 /// An injected 5xx: Stripe's `api_error`, as ambiguous as the real thing.
-fn injected_error(status: u16, plan: &Plan) -> ApiError {
+fn injected_error(status: u16, label: Option<&str>) -> ApiError {
     ApiError::new(
         Status::server_error(status),
         ErrorType::ApiError,
         format!(
             "An unknown error occurred while processing this request (fauxpay: {}).",
-            plan.label.as_deref().unwrap_or("injected error")
+            label.unwrap_or("injected error")
         ),
     )
     .executed()

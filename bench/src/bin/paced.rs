@@ -107,7 +107,8 @@ fn main() {
         }
         (start, end)
     });
-    let (start, end) = dispatcher.join().unwrap();
+    // The connections run while the dispatcher sends (a current-thread runtime runs its
+    // tasks only inside `block_on`); they end when it stops and the channel closes.
     let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
     runtime.block_on(async {
         for h in histograms {
@@ -116,6 +117,7 @@ fn main() {
             }
         }
     });
+    let (start, end) = dispatcher.join().unwrap();
     let finished = Instant::now().max(end);
     let duration = finished - start;
     let requests = counts.requests.load(Ordering::Relaxed);

@@ -7,11 +7,11 @@
 //! Publishing is cheap and never waits: with no endpoint it is one allocation and one
 //! table insert; delivery is queued, never performed, on the request's path.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use super::object::{Event, EventType};
 use crate::provider::attempt::Attempt;
@@ -36,7 +36,14 @@ pub struct Events {
     /// The enabled webhook endpoints, as of their last change.
     endpoints: RwLock<Arc<[Arc<WebhookEndpoint>]>>,
     publisher: OnceLock<Arc<dyn Publisher>>,
+    /// While the state is recovered from the data dir: events are not published but kept
+    /// here with their endpoints, to be delivered once it is known which were.
+    deferring: AtomicBool,
+    deferred: Mutex<Vec<Deferred>>,
 }
+
+/// An event kept back while recovering, with the endpoints it was for.
+pub type Deferred = (Arc<Event>, Vec<Arc<WebhookEndpoint>>);
 
 impl Default for Events {
     fn default() -> Self {
@@ -45,6 +52,8 @@ impl Default for Events {
             ttl_secs: AtomicI64::new(DEFAULT_TTL.as_secs() as i64),
             endpoints: RwLock::new(Arc::from(Vec::new())),
             publisher: OnceLock::new(),
+            deferring: AtomicBool::new(false),
+            deferred: Mutex::new(Vec::new()),
         }
     }
 }
@@ -66,6 +75,18 @@ impl Events {
         let _ = self.publisher.set(publisher);
     }
 
+    /// Keeps new events back instead of publishing them, until [`Events::take_deferred`].
+    pub fn defer_publishing(&self) {
+        self.deferring.store(true, Ordering::Relaxed);
+    }
+
+    /// The events kept back since [`Events::defer_publishing`], oldest first; events
+    /// are published again from now on (once a publisher is set).
+    pub fn take_deferred(&self) -> Vec<Deferred> {
+        self.deferring.store(false, Ordering::Relaxed);
+        std::mem::take(&mut *self.deferred.lock())
+    }
+
     /// The webhook endpoints events are delivered to (replaced whenever one changes).
     pub fn set_endpoints(&self, endpoints: Vec<Arc<WebhookEndpoint>>) {
         *self.endpoints.write() = Arc::from(endpoints);
@@ -79,9 +100,10 @@ impl Events {
     /// update), caused by `attempt`, and publishes it.
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) -> Arc<Event> {
         let endpoints = self.endpoints();
-        let wanted: Vec<Arc<WebhookEndpoint>> = match self.publisher.get() {
-            Some(_) => endpoints.iter().filter(|e| e.wants(kind)).cloned().collect(),
-            None => Vec::new(),
+        let publishing = self.publisher.get().is_some() || self.deferring.load(Ordering::Relaxed);
+        let wanted: Vec<Arc<WebhookEndpoint>> = match publishing {
+            true => endpoints.iter().filter(|e| e.wants(kind)).cloned().collect(),
+            false => Vec::new(),
         };
         let event = Arc::new(Event::new(
             kind,
@@ -93,8 +115,11 @@ impl Events {
             wanted.len() as u32,
         ));
         self.table.insert(event.clone());
-        if let (Some(publisher), false) = (self.publisher.get(), wanted.is_empty()) {
-            publisher.publish(&event, &wanted);
+        if !wanted.is_empty() {
+            match self.publisher.get() {
+                Some(publisher) => publisher.publish(&event, &wanted),
+                None => self.deferred.lock().push((event.clone(), wanted)),
+            }
         }
         event
     }

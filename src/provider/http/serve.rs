@@ -36,6 +36,9 @@ pub async fn serve(
     };
     let result = server::serve_connections(listener, app, shutdown, limits, stats).await;
     let _ = stop_tx.send(true);
+    if let Some(log) = provider.durable() {
+        log.close();
+    }
     let pending = provider.webhooks.counts();
     if pending.pending() > 0 {
         tracing::warn!(

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 use super::log::{DeliveryLog, DeliveryRecord, Outcome};
 use super::signature;
 use crate::faults::{DeliveryFacts, DeliveryFault, Forgery};
+use crate::provider::durable::{DataLog, Record};
 use crate::provider::events::object::Event;
 use crate::provider::events::store::Publisher;
 use crate::provider::fault_injection::FaultInjector;
@@ -146,6 +147,9 @@ pub struct Webhooks {
     /// Woken whenever a delivery moves on (drain waits on it).
     changed: Notify,
     pub log: DeliveryLog,
+    /// With `--data-dir`: where a delivery's end is recorded (so recovery resumes only
+    /// the deliveries that had not ended).
+    data_log: OnceLock<Arc<DataLog>>,
 }
 
 impl Webhooks {
@@ -170,7 +174,23 @@ impl Webhooks {
             outstanding: AtomicU64::new(0),
             changed: Notify::new(),
             log: DeliveryLog::default(),
+            data_log: OnceLock::new(),
         })
+    }
+
+    /// Records every delivery's end in `log` from now on.
+    pub fn attach_data_log(&self, log: Arc<DataLog>) {
+        let _ = self.data_log.set(log);
+    }
+
+    fn record_end(&self, job: &Job, ok: bool) {
+        if let Some(log) = self.data_log.get() {
+            log.append(&Record::Delivered {
+                event: job.event.id.to_string(),
+                url: job.endpoint.url.to_string(),
+                ok,
+            });
+        }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -340,9 +360,11 @@ impl Webhooks {
         lane.0.lock().active -= 1;
         if delivered {
             job.event.acknowledged();
+            self.record_end(&job, true);
             self.delivered.fetch_add(1, Ordering::SeqCst);
         } else if next_wait.is_none() {
             job.event.mark_failed();
+            self.record_end(&job, false);
             self.failed.fetch_add(1, Ordering::SeqCst);
         } else {
             self.retrying.fetch_add(1, Ordering::SeqCst);

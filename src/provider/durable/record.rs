@@ -1,0 +1,115 @@
+//! [`Record`]: one change to the provider's state, as the data dir keeps it (JSON in a
+//! frame of the log file). Everything here is plain data; recovery gives it meaning.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One change to the provider's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    /// A write request that ran its operation (whatever it answered).
+    Commit(Box<Commit>),
+    /// One more attempt of an identity the fault engine counts (an idempotency key or a
+    /// correlation id): the next attempt's faults depend on it.
+    Attempt { identity: String, n: u32, at_ms: u64 },
+    /// A fault profile became active (`PUT /__fauxpay/profile`), as its source text.
+    Profile { source: String },
+    /// `POST /__fauxpay/reset`.
+    Reset,
+    /// A webhook delivery ended for good: acknowledged (`ok`) or out of retries.
+    Delivered { event: String, url: String, ok: bool },
+}
+
+/// A write request that ran its operation: enough to run it again on the same state
+/// and get the same result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Commit {
+    /// The wall-clock time it ran at (milliseconds since the Unix epoch).
+    pub at_ms: u64,
+    pub request_id: String,
+    pub api_key: String,
+    /// `POST` or `DELETE`.
+    pub verb: String,
+    /// The endpoint's path pattern (`/v1/payment_intents/{id}/confirm`).
+    pub endpoint: String,
+    /// The request's path (part of its idempotency fingerprint).
+    pub path: String,
+    /// The object id from the path (empty when it has none).
+    pub id: String,
+    /// The parameters, as [`Params::to_json`](crate::provider::params::Params::to_json).
+    pub params: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// The label of the fault that acted on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+    /// A decline a fault forced: `[code, decline_code, message]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decline: Option<[String; 3]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The random tokens its ids were made of, in the order drawn.
+    pub tokens: Vec<[u64; 2]>,
+    /// A 5xx a fault put in place of its answer after the commit (what its key replays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected_status: Option<u16>,
+}
+
+impl Record {
+    /// The record's JSON (infallible for these types).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_their_json() {
+        let records = [
+            Record::Commit(Box::new(Commit {
+                at_ms: 1_764_000_000_123,
+                request_id: "req_1".into(),
+                api_key: "sk_test_x".into(),
+                verb: "POST".into(),
+                endpoint: "/v1/payment_intents".into(),
+                path: "/v1/payment_intents".into(),
+                id: String::new(),
+                params: serde_json::json!({"amount": "100", "metadata": {"order_id": "o1"}}),
+                idempotency_key: Some("k1".into()),
+                correlation_id: Some("o1".into()),
+                fault: None,
+                decline: Some(["card_declined".into(), "generic_decline".into(), "no".into()]),
+                origin: None,
+                tokens: vec![[1, 2], [u64::MAX, 0]],
+                injected_status: Some(500),
+            })),
+            Record::Attempt {
+                identity: "k1".into(),
+                n: 2,
+                at_ms: 5,
+            },
+            Record::Profile {
+                source: "name = \"x\"".into(),
+            },
+            Record::Reset,
+            Record::Delivered {
+                event: "evt_1".into(),
+                url: "http://127.0.0.1:1/hook".into(),
+                ok: true,
+            },
+        ];
+        for r in records {
+            assert_eq!(Record::from_bytes(&r.to_bytes()).unwrap(), r);
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! [`DataLog`]: appends records to the log file with group commit. Requests serialise
+//! their records into a shared buffer (taking a log sequence number, [`Lsn`]); one writer
+//! thread takes the whole buffer, writes it with one `write`, syncs it as `--fsync`
+//! says, and announces the last `Lsn` it made durable. A request waits for its own
+//! `Lsn` before its answer leaves.
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use tokio::sync::watch;
+
+use super::file::encode_frame;
+use super::record::Record;
+
+/// A record's position in the log: the n-th record appended since start.
+pub type Lsn = u64;
+
+/// When the log is synced to the disk (`--fsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fsync {
+    /// `fdatasync` before any answer leaves (one per group of concurrent requests): an
+    /// answered change survives a machine crash or power loss.
+    Always,
+    /// Written to the OS before the answer leaves, synced every 100 ms: an answered
+    /// change survives a crash of fauxpay (`kill -9`); a machine crash may lose the last
+    /// 100 ms.
+    #[default]
+    Batch,
+    /// Written to the OS before the answer leaves, synced when the OS decides: survives a
+    /// crash of fauxpay, not of the machine.
+    Never,
+}
+
+impl std::str::FromStr for Fsync {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "always" => Ok(Fsync::Always),
+            "batch" => Ok(Fsync::Batch),
+            "never" => Ok(Fsync::Never),
+            _ => Err(format!("'{s}' is not one of always, batch, never")),
+        }
+    }
+}
+
+/// How often `--fsync batch` syncs.
+const BATCH_SYNC: Duration = Duration::from_millis(100);
+
+/// The log could not be written (the disk is full, the file went away): nothing more
+/// is durable.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the data dir's log could not be written")]
+pub struct WriteFailed;
+
+struct Pending {
+    buf: Vec<u8>,
+    /// The last Lsn handed out.
+    last: Lsn,
+    closing: bool,
+}
+
+/// The log being appended to; see the module docs.
+pub struct DataLog {
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    durable: watch::Sender<Lsn>,
+    failed: AtomicBool,
+    /// Held by a write request from its operation until its record is appended, so
+    /// records are in the order their changes were made.
+    commit: Mutex<()>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl DataLog {
+    /// Starts the writer on `file` (positioned at its end).
+    pub fn start(file: File, fsync: Fsync) -> std::io::Result<Arc<Self>> {
+        let log = Arc::new(Self {
+            pending: Mutex::new(Pending {
+                buf: Vec::with_capacity(1 << 16),
+                last: 0,
+                closing: false,
+            }),
+            wake: Condvar::new(),
+            durable: watch::channel(0).0,
+            failed: AtomicBool::new(false),
+            commit: Mutex::new(()),
+            writer: Mutex::new(None),
+        });
+        let me = log.clone();
+        let handle = std::thread::Builder::new()
+            .name("fauxpay-data-log".into())
+            .spawn(move || me.write_loop(file, fsync))?;
+        *log.writer.lock() = Some(handle);
+        Ok(log)
+    }
+
+    /// Serialises the operations of write requests (see [`DataLog::append`]).
+    pub fn commit_lock(&self) -> MutexGuard<'_, ()> {
+        self.commit.lock()
+    }
+
+    /// Appends `record`; returns its Lsn (wait for it with [`DataLog::durable`]).
+    pub fn append(&self, record: &Record) -> Lsn {
+        let payload = record.to_bytes();
+        let mut p = self.pending.lock();
+        encode_frame(&payload, &mut p.buf);
+        p.last += 1;
+        let lsn = p.last;
+        drop(p);
+        self.wake.notify_one();
+        lsn
+    }
+
+    /// The last Lsn handed out.
+    pub fn appended(&self) -> Lsn {
+        self.pending.lock().last
+    }
+
+    /// Resolves once every record up to `lsn` is durable (as `--fsync` says).
+    pub async fn durable(&self, lsn: Lsn) -> Result<(), WriteFailed> {
+        if *self.durable.borrow() < lsn {
+            let mut rx = self.durable.subscribe();
+            let _ = rx.wait_for(|d| *d >= lsn).await;
+        }
+        match self.failed.load(Ordering::Acquire) {
+            true => Err(WriteFailed),
+            false => Ok(()),
+        }
+    }
+
+    /// Writes what is pending, syncs, and stops the writer (at shutdown).
+    pub fn close(&self) {
+        self.pending.lock().closing = true;
+        self.wake.notify_one();
+        if let Some(handle) = self.writer.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    fn write_loop(&self, mut file: File, fsync: Fsync) {
+        let mut spare = Vec::with_capacity(1 << 16);
+        let mut last_sync = Instant::now();
+        let mut unsynced = false;
+        loop {
+            let mut p = self.pending.lock();
+            while p.buf.is_empty() && !p.closing {
+                // With unsynced writes, wake in time for the batch sync.
+                if unsynced && fsync == Fsync::Batch {
+                    let left = BATCH_SYNC.saturating_sub(last_sync.elapsed());
+                    if self.wake.wait_for(&mut p, left).timed_out() {
+                        break;
+                    }
+                } else {
+                    self.wake.wait(&mut p);
+                }
+            }
+            let closing = p.closing && p.buf.is_empty();
+            std::mem::swap(&mut p.buf, &mut spare);
+            let upto = p.last;
+            drop(p);
+            let result = (|| -> std::io::Result<()> {
+                if !spare.is_empty() {
+                    file.write_all(&spare)?;
+                    unsynced = true;
+                }
+                let due = match fsync {
+                    Fsync::Always => true,
+                    Fsync::Batch => closing || last_sync.elapsed() >= BATCH_SYNC,
+                    Fsync::Never => closing,
+                };
+                if unsynced && due {
+                    file.sync_data()?;
+                    unsynced = false;
+                    last_sync = Instant::now();
+                }
+                Ok(())
+            })();
+            spare.clear();
+            if let Err(e) = result {
+                tracing::error!(error = %e, "the data dir's log could not be written: answers now fail");
+                self.failed.store(true, Ordering::Release);
+                self.durable.send_replace(Lsn::MAX);
+                return;
+            }
+            self.durable.send_replace(upto);
+            if closing {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for DataLog {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn appended_records_are_durable_in_order_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("fauxpay-writer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for fsync in [Fsync::Always, Fsync::Batch, Fsync::Never] {
+            let (file, _) = super::super::file::open(&dir, |_, _, _| Ok(())).unwrap();
+            let log = DataLog::start(file, fsync).unwrap();
+            let lsns: Vec<Lsn> = (0..100)
+                .map(|i| {
+                    log.append(&Record::Attempt {
+                        identity: format!("k{i}"),
+                        n: 1,
+                        at_ms: i,
+                    })
+                })
+                .collect();
+            log.durable(*lsns.last().unwrap()).await.unwrap();
+            log.close();
+        }
+        let mut seen = Vec::new();
+        super::super::file::open(&dir, |_, _, p| {
+            seen.push(Record::from_bytes(p).map_err(|e| e.to_string())?);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.len(), 300);
+        assert!(matches!(&seen[101], Record::Attempt { identity, .. } if identity == "k1"));
+    }
+}

@@ -1,0 +1,245 @@
+//! Opening a provider on its data dir (`fauxpay serve --data-dir DIR`): read the log
+//! ([`durable::file`]), run every record again on a fresh provider (each write's
+//! operation at its recorded time with its recorded ids, so the same objects, events,
+//! ledger records and stored responses come back), resume the webhook deliveries that
+//! had not ended, and log every change from then on.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::faults;
+use crate::provider::app::Provider;
+use crate::provider::attempt::Attempt;
+use crate::provider::cards::Decline;
+use crate::provider::clock;
+use crate::provider::config::Config;
+use crate::provider::durable::file::{self, DataDirError, Recovered};
+use crate::provider::durable::record::Commit;
+use crate::provider::durable::{DataLog, Fsync, Record};
+use crate::provider::endpoint::{Call, Endpoint, Verb};
+use crate::provider::idempotency::Fingerprint;
+use crate::provider::ids::{self, ApiKey, CorrelationId, IdempotencyKey, RequestId};
+use crate::provider::params::Params;
+use crate::provider::{api, pipeline, three_ds};
+
+/// What recovery found, for the start-up line.
+#[derive(Debug, Default, Clone)]
+pub struct Summary {
+    pub records: u64,
+    /// Writes run again.
+    pub commits: u64,
+    /// Webhook deliveries resumed (they had not ended before the restart).
+    pub resumed_deliveries: u64,
+    /// Bytes of a torn last write, cut off.
+    pub torn_bytes: u64,
+    pub created: bool,
+    pub took: Duration,
+}
+
+impl Summary {
+    /// One line for the start-up log.
+    pub fn describe(&self, dir: &Path) -> String {
+        if self.created {
+            return format!("data dir {}: new, empty", dir.display());
+        }
+        let mut line = format!(
+            "data dir {}: recovered {} records ({} writes) in {:.1?}, {} webhook deliveries resumed",
+            dir.display(),
+            self.records,
+            self.commits,
+            self.took,
+            self.resumed_deliveries
+        );
+        if self.torn_bytes > 0 {
+            line.push_str(&format!(
+                "; the last write was torn ({} bytes after the last whole record were discarded)",
+                self.torn_bytes
+            ));
+        }
+        line
+    }
+}
+
+/// The provider for `config`: in memory, or recovered from `dir` and logging to it.
+pub fn open(
+    config: Config,
+    dir: Option<&Path>,
+    fsync: Fsync,
+) -> Result<(Arc<Provider>, Option<Summary>), DataDirError> {
+    let Some(dir) = dir else {
+        return Ok((Provider::new(config), None));
+    };
+    let started = Instant::now();
+    let app = Provider::recovering(config);
+    let mut replay = Replay::new(&app);
+    let (log_file, found) = file::open(dir, |_, _, payload| {
+        let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
+        replay.apply(record)
+    })?;
+    let resumed = replay.resume_deliveries();
+    let commits = replay.commits;
+    let log = DataLog::start(log_file, fsync).map_err(|source| DataDirError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    app.attach_data_log(log);
+    let Recovered {
+        records,
+        torn_bytes,
+        created,
+        ..
+    } = found;
+    Ok((
+        app,
+        Some(Summary {
+            records,
+            commits,
+            resumed_deliveries: resumed,
+            torn_bytes,
+            created,
+            took: started.elapsed(),
+        }),
+    ))
+}
+
+/// Runs records again on a provider being recovered.
+struct Replay<'a> {
+    app: &'a Arc<Provider>,
+    /// Now, on the wall clock and the provider's clock (keys' and attempts' ages are
+    /// measured from it).
+    now_ms: u64,
+    now: Instant,
+    commits: u64,
+    /// Deliveries that ended: (event id, endpoint URL) → acknowledged.
+    ended: HashSet<(String, String)>,
+    failed: HashSet<(String, String)>,
+}
+
+impl<'a> Replay<'a> {
+    fn new(app: &'a Arc<Provider>) -> Self {
+        Self {
+            app,
+            now_ms: clock::wall_ms(),
+            now: app.clock.now(),
+            commits: 0,
+            ended: HashSet::new(),
+            failed: HashSet::new(),
+        }
+    }
+
+    fn age(&self, at_ms: u64) -> Duration {
+        Duration::from_millis(self.now_ms.saturating_sub(at_ms))
+    }
+
+    fn apply(&mut self, record: Record) -> Result<(), String> {
+        match record {
+            Record::Commit(c) => {
+                self.commit(*c)?;
+                self.commits += 1;
+            }
+            Record::Attempt { identity, n, at_ms } => {
+                self.app.faults.restore_attempt(&identity, n, self.now, self.age(at_ms));
+            }
+            Record::Profile { source } => {
+                let profile = faults::parse_profile_text("the data dir's profile", &source)
+                    .map_err(|e| format!("its fault profile no longer parses: {}", e.lines().join("; ")))?;
+                self.app.swap_profile(profile, source);
+            }
+            Record::Reset => self.app.reset(),
+            Record::Delivered { event, url, ok } => {
+                match ok {
+                    true => self.ended.insert((event, url)),
+                    false => self.failed.insert((event, url)),
+                };
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, c: Commit) -> Result<(), String> {
+        let verb = match c.verb.as_str() {
+            "POST" => Verb::Post,
+            "DELETE" => Verb::Delete,
+            other => return Err(format!("unknown method {other}")),
+        };
+        let endpoint: &Endpoint = api::endpoints()
+            .chain(three_ds::routes::ENDPOINTS.iter())
+            .find(|e| e.verb == verb && e.path == c.endpoint)
+            .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?;
+        let params = Params::from_json(&serde_json::to_vec(&c.params).unwrap_or_default())
+            .map_err(|e| format!("parameters: {}", e.message))?;
+        let request_id = RequestId::parse(&c.request_id).ok_or_else(|| format!("request id {}", c.request_id))?;
+        let key = c
+            .idempotency_key
+            .as_deref()
+            .map(IdempotencyKey::parse)
+            .transpose()
+            .map_err(|e| format!("idempotency key: {e}"))?;
+        let attempt = Attempt {
+            request_id,
+            idempotency_key: key.clone(),
+            correlation_id: c.correlation_id.as_deref().map(CorrelationId::new),
+            fault: c.fault.as_deref().map(Arc::from),
+            decline: c.decline.map(|[code, decline_code, message]| Decline {
+                code: code.into(),
+                decline_code: decline_code.into(),
+                message: message.into(),
+            }),
+            origin: c.origin.as_deref().map(Arc::from),
+        };
+        let call = Call {
+            id: &c.id,
+            params: &params,
+            attempt: &attempt,
+        };
+        let (result, _) = ids::scripted(Some(c.tokens), || {
+            clock::frozen(c.at_ms, || pipeline::execute(self.app, endpoint, &call))
+        });
+        if let Some(key) = key {
+            let stored = pipeline::stored_result(result, c.injected_status, c.fault.as_deref(), request_id);
+            let fingerprint = Fingerprint::of(endpoint.path, verb.as_str(), &c.path, &params);
+            self.app.idempotency.restore(
+                &ApiKey::new(&c.api_key),
+                &key,
+                fingerprint,
+                stored,
+                self.now,
+                self.age(c.at_ms),
+            );
+        }
+        Ok(())
+    }
+
+    /// Publishes the events whose deliveries had not ended; the others count as they
+    /// ended. Returns how many deliveries were resumed.
+    fn resume_deliveries(&self) -> u64 {
+        let events = &self.app.payments.events;
+        let deferred = events.take_deferred();
+        events.set_publisher(self.app.webhooks.clone());
+        let mut resumed = 0;
+        for (event, endpoints) in deferred {
+            // Gone since (a reset, or past the event TTL): nothing to deliver.
+            if events.table.get(&event.id).is_none() {
+                continue;
+            }
+            let mut pending = Vec::new();
+            for endpoint in endpoints {
+                let key = (event.id.to_string(), endpoint.url.to_string());
+                if self.ended.contains(&key) {
+                    event.acknowledged();
+                } else if self.failed.contains(&key) {
+                    event.mark_failed();
+                } else {
+                    pending.push(endpoint);
+                }
+            }
+            if !pending.is_empty() {
+                resumed += pending.len() as u64;
+                crate::provider::events::store::Publisher::publish(&*self.app.webhooks, &event, &pending);
+            }
+        }
+        resumed
+    }
+}

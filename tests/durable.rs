@@ -1,0 +1,320 @@
+//! `fauxpay serve --data-dir`, through the real binary: concurrent clients with
+//! idempotency keys, `kill -9` at seeded moments three times in a row, a restart each
+//! time, then every answered payment exists, every retry with its key replays (no new
+//! charge) and the ledger has no duplicate; a torn last write recovers to the last whole
+//! record and says so; a data dir from a newer fauxpay is refused.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// A `fauxpay serve` process on a data dir.
+struct Server {
+    child: Child,
+    url: String,
+    /// What it printed up to and including the start-up line.
+    startup: String,
+}
+
+fn data_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fauxpay-durable-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[allow(clippy::zombie_processes)]
+fn start(dir: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("fauxpay starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut startup = String::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "fauxpay exited before listening:\n{startup}"
+        );
+        startup.push_str(&line);
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let url = rest.split_whitespace().next().unwrap().to_string();
+            // Keep the pipe drained, so the server never blocks on its own logging.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return Server { child, url, startup };
+        }
+    }
+}
+
+impl Server {
+    fn kill_9(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+
+    fn terminate(mut self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+/// Pays order `order` with its key: the intent's id and whether the answer was a replay.
+async fn pay(client: &reqwest::Client, url: &str, order: &str) -> Result<(String, bool), String> {
+    let resp = client
+        .post(format!("{url}/v1/payment_intents"))
+        .bearer_auth("sk_test_durable")
+        .header("Idempotency-Key", order)
+        .form(&[
+            ("amount", "1500"),
+            ("currency", "usd"),
+            ("confirm", "true"),
+            ("payment_method", "pm_card_visa"),
+            ("metadata[order_id]", order),
+        ])
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let replayed = resp.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.map_err(|e| e.to_string())?;
+    match (status, body["id"].as_str()) {
+        (200, Some(id)) if body["status"] == "succeeded" => Ok((id.to_string(), replayed)),
+        _ => Err(format!("{status} {body}")),
+    }
+}
+
+async fn get(client: &reqwest::Client, url: &str, path: &str) -> (u16, Value) {
+    let resp = client
+        .get(format!("{url}{path}"))
+        .bearer_auth("sk_test_durable")
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
+/// A small deterministic generator: the moments of the kills come from the seed.
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_three_times_under_load_loses_and_doubles_nothing() {
+    const CLIENTS: usize = 8;
+    let dir = data_dir("kill9");
+    let mut rng = XorShift(0x5EED_F00D);
+    let client = client();
+    // Every order a client was told succeeded, with its intent.
+    let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    let next_order = Arc::new(AtomicUsize::new(0));
+    for round in 1..=3 {
+        let server = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || start(&dir)
+        })
+        .await
+        .unwrap();
+        let url = server.url.clone();
+        if round > 1 {
+            assert!(server.startup.contains("recovered"), "{}", server.startup);
+        }
+        let before = acked.lock().unwrap().len();
+        let kill_after = before + 40 + (rng.next() % 160) as usize;
+        let progress = Arc::new(tokio::sync::Notify::new());
+        let unanswered: Arc<Mutex<Vec<String>>> = Arc::default();
+        let workers: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                let (client, url, acked, next, progress, unanswered) = (
+                    client.clone(),
+                    url.clone(),
+                    acked.clone(),
+                    next_order.clone(),
+                    progress.clone(),
+                    unanswered.clone(),
+                );
+                tokio::spawn(async move {
+                    loop {
+                        let order = format!("order-{}", next.fetch_add(1, Ordering::SeqCst));
+                        match pay(&client, &url, &order).await {
+                            Ok((id, replayed)) => {
+                                assert!(!replayed, "{order} was new");
+                                acked.lock().unwrap().insert(order, id);
+                                progress.notify_one();
+                            }
+                            // The kill: this one's outcome is unknown to its client.
+                            Err(_) => {
+                                unanswered.lock().unwrap().push(order);
+                                progress.notify_one();
+                                return;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        // The seeded moment: once this many payments have been answered.
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while acked.lock().unwrap().len() < kill_after {
+                progress.notified().await;
+            }
+        })
+        .await
+        .expect("payments progress");
+        tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+        for w in workers {
+            tokio::time::timeout(Duration::from_secs(30), w)
+                .await
+                .expect("clients stop once the server is gone")
+                .unwrap();
+        }
+
+        let server = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || start(&dir)
+        })
+        .await
+        .unwrap();
+        let url = server.url.clone();
+        assert!(server.startup.contains("recovered"), "{}", server.startup);
+        let snapshot = acked.lock().unwrap().clone();
+        assert!(snapshot.len() >= kill_after, "round {round}");
+        for (order, id) in &snapshot {
+            // Every payment a client was told succeeded exists…
+            let (status, body) = get(&client, &url, &format!("/v1/payment_intents/{id}")).await;
+            assert_eq!(
+                (status, body["status"].as_str()),
+                (200, Some("succeeded")),
+                "round {round}: {order} {id}"
+            );
+            assert_eq!(body["metadata"]["order_id"], order.as_str());
+            // …and its retry replays: no new charge.
+            let (again, replayed) = pay(&client, &url, order).await.unwrap();
+            assert_eq!(&again, id, "round {round}: {order} charged again after the restart");
+            assert!(replayed, "round {round}: {order} was not replayed");
+        }
+        // The payments in flight at the kill: the retry settles each (a replay when the
+        // first attempt was logged, a first charge when it never was).
+        let unanswered = unanswered.lock().unwrap().clone();
+        for order in &unanswered {
+            let (id, _) = pay(&client, &url, order).await.unwrap();
+            acked.lock().unwrap().insert(order.clone(), id);
+        }
+        let (_, summary) = get(&client, &url, "/__fauxpay/summary").await;
+        let expected = acked.lock().unwrap().len();
+        assert_eq!(summary["duplicate_group_count"], 0, "round {round}: {summary}");
+        assert_eq!(
+            summary["charges"].as_u64(),
+            Some(expected as u64),
+            "round {round}: ledger ≠ journal"
+        );
+        assert_eq!(summary["correlation_ids"].as_u64(), Some(expected as u64));
+        tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_torn_last_write_recovers_to_the_last_whole_record_and_says_so() {
+    let dir = data_dir("torn");
+    let client = client();
+    let server = start(&dir);
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(pay(&client, &server.url, &format!("torn-{n}")).await.unwrap().0);
+    }
+    server.terminate();
+    // A crash in the middle of the last write: its last 3 bytes never reached the disk.
+    let log = dir.join("fauxpay.log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+
+    let server = start(&dir);
+    assert!(
+        server.startup.contains("the last write was torn") && server.startup.contains("discarded"),
+        "{}",
+        server.startup
+    );
+    for id in &ids[..4] {
+        assert_eq!(
+            get(&client, &server.url, &format!("/v1/payment_intents/{id}")).await.0,
+            200
+        );
+    }
+    // The torn record was the last payment's: it is gone, and its key with it.
+    assert_eq!(
+        get(&client, &server.url, &format!("/v1/payment_intents/{}", ids[4]))
+            .await
+            .0,
+        404
+    );
+    let (id, replayed) = pay(&client, &server.url, "torn-4").await.unwrap();
+    assert!(!replayed && id != ids[4]);
+    let (_, summary) = get(&client, &server.url, "/__fauxpay/summary").await;
+    assert_eq!(summary["charges"], 5);
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_data_dir_of_a_newer_fauxpay_or_of_something_else_is_refused() {
+    let dir = data_dir("newer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut header = b"FAUXPAYL".to_vec();
+    header.extend_from_slice(&99u32.to_le_bytes());
+    std::fs::write(dir.join("fauxpay.log"), &header).unwrap();
+    for (contents, expected) in [
+        (header.clone(), "newer fauxpay (schema 99"),
+        (b"name,amount\n".to_vec(), "not a fauxpay data file"),
+    ] {
+        std::fs::write(dir.join("fauxpay.log"), &contents).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+            .wait_with_output()
+            .unwrap();
+        let mut stderr = String::new();
+        out.stderr.as_slice().read_to_string(&mut stderr).unwrap();
+        assert!(!out.status.success());
+        assert!(stderr.contains(expected), "{stderr}");
+        // Refused, never reset.
+        assert_eq!(std::fs::read(dir.join("fauxpay.log")).unwrap(), contents);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
