@@ -11,7 +11,9 @@
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable hold load reconcile; peers on request),
+# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load reconcile;
+# peers on request), BENCH_SOAK_KEY_TTL (5s) and BENCH_SOAK_RETAIN (10s): the soak row's
+# window, which must hold fewer than BENCH_PAYMENTS payments at the provider's full speed,
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
 # BENCH_PAYMENTS (1000000; also the payments recovered in the durable row), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
 # BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_BIN (target/release),
@@ -19,7 +21,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable hold load reconcile"}
+ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load reconcile"}
+SOAK_KEY_TTL=${BENCH_SOAK_KEY_TTL:-5s}
+SOAK_RETAIN=${BENCH_SOAK_RETAIN:-10s}
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNECTIONS:-64}
@@ -86,6 +90,10 @@ start_server() {
     provider-webhook) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --webhook "$WEBHOOK_URL" >"$log" 2>&1 & ;;
     # The provider keeping its state in $DATA_DIR (--data-dir, --fsync ${FSYNC:-batch}).
     provider-durable) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --data-dir "$DATA_DIR" --fsync "${FSYNC:-batch}" >"$log" 2>&1 & ;;
+    # A soak: keys and objects leave memory (--key-ttl $SOAK_KEY_TTL --retain $SOAK_RETAIN).
+    provider-soak) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --key-ttl "$SOAK_KEY_TTL" --retain "$SOAK_RETAIN" >"$log" 2>&1 & ;;
+    # Room for the held connections and the probes that count them.
+    provider-hold) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --max-connections $((HOLD + 100)) >"$log" 2>&1 & ;;
     hello) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
@@ -206,7 +214,7 @@ if has_row new || has_row p99; then
   PEAK=$(median "${A_VALUES[@]}")
   r=$(median "${RATIOS[@]}")
   if has_row new; then
-    row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.70" "$(ge "$r" 0.70)"
+    row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.60" "$(ge "$r" 0.60)"
   fi
   RAW+=("new: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
@@ -215,7 +223,7 @@ if has_row replay; then
   echo "== provider: idempotent replay vs hello-world (wrk replay.lua)" >&2
   ab replay.lua "$CONNS" rps
   r=$(median "${RATIOS[@]}")
-  row "provider: idempotent replay" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.85" "$(ge "$r" 0.85)"
+  row "provider: idempotent replay" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
   RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
 
@@ -381,9 +389,81 @@ if has_row durable; then
   RAW+=("recovery: $charges payments written, kill -9, restart until listening $took s; $recovered; log $size MB; ledger after: ${found:-?} charges counted by /metrics")
 fi
 
+if has_row dashboard; then
+  echo "== provider: new payment intents with a dashboard open (overview, live every 2 s) vs none" >&2
+  # What a browser on the overview does (live.js): ask /__fauxpay/ui/live every 2 s and
+  # reload the page when it changed (it always does under load).
+  dashboard_poller() {
+    while :; do
+      curl -s -o /dev/null "$1/__fauxpay/ui/live"
+      curl -s -o /dev/null "$1/__fauxpay/"
+      sleep 2
+    done
+  }
+  O_VALUES=()
+  C_VALUES=()
+  O_RATIOS=()
+  for i in $(seq "$RUNS"); do
+    for open in $([ $((i % 2)) = 1 ] && echo "yes no" || echo "no yes"); do
+      start_server provider
+      if [ "$open" = yes ]; then
+        taskset -c "$CLIENT_CPU" bash -c "$(declare -f dashboard_poller); dashboard_poller $SERVER_URL" >/dev/null 2>&1 &
+        POLLER_PID=$!
+        PIDS+=("$POLLER_PID")
+        o=$(json "$(wrk_once new.lua "$SERVER_URL" "$CONNS")" rps)
+        kill "$POLLER_PID" 2>/dev/null || true
+        wait "$POLLER_PID" 2>/dev/null || true
+      else
+        c=$(json "$(wrk_once new.lua "$SERVER_URL" "$CONNS")" rps)
+      fi
+      stop_server
+    done
+    O_VALUES+=("$o")
+    C_VALUES+=("$c")
+    O_RATIOS+=("$(calc "$o / $c")")
+    echo "  run $i: dashboard open $o req/s, closed $c req/s" >&2
+  done
+  r=$(median "${O_RATIOS[@]}")
+  row "provider: new payment intent with a dashboard open" "$(fmt "$(median "${O_VALUES[@]}")") req/s" "$(fmt "$(median "${C_VALUES[@]}")") req/s (closed)" "$(fmt "$r" 2)" "≥ 0.95" "$(ge "$r" 0.95)"
+  RAW+=("dashboard: open req/s ${O_VALUES[*]}; closed req/s ${C_VALUES[*]}; ratios ${O_RATIOS[*]}")
+fi
+
+if has_row soak; then
+  SOAK_PAYMENTS=$((PAYMENTS * 5))
+  echo "== provider: RSS over $SOAK_PAYMENTS payments with --key-ttl $SOAK_KEY_TTL --retain $SOAK_RETAIN (wrk new.lua, full speed)" >&2
+  start_server provider-soak
+  started=$(date +%s)
+  BENCH_REQUESTS=$SOAK_PAYMENTS timeout 1800 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1800s -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/soak-wrk.log" 2>&1 &
+  WRK_PID=$!
+  PIDS+=("$WRK_PID")
+  charges=0
+  rss_first=
+  while kill -0 "$WRK_PID" 2>/dev/null && [ "$charges" -lt "$SOAK_PAYMENTS" ] && [ $(($(date +%s) - started)) -lt 1500 ]; do
+    sleep 1
+    charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+    charges=${charges:-0}
+    if [ -z "$rss_first" ] && [ "$charges" -ge "$PAYMENTS" ]; then
+      rss_first=$(rss_kb "$SERVER_PID")
+      first_at=$charges
+    fi
+  done
+  rss_last=$(rss_kb "$SERVER_PID")
+  kill "$WRK_PID" 2>/dev/null || true
+  wait "$WRK_PID" 2>/dev/null || true
+  summary=$(curl -s "$SERVER_URL/__fauxpay/summary" | tr -d ' \n')
+  stop_server
+  if [ -n "$rss_first" ]; then
+    r=$(calc "$rss_last / $rss_first")
+    row "provider: RSS after $charges vs $first_at payments, --retain $SOAK_RETAIN" "$(fmt "$(calc "$rss_last / 1024")") MB" "$(fmt "$(calc "$rss_first / 1024")") MB" "$(fmt "$r" 2)" "≤ 1.20" "$(le "$r" 1.2)"
+    RAW+=("soak: RSS ${rss_first} kB at $first_at payments, ${rss_last} kB at $charges payments in $(($(date +%s) - started)) s (--key-ttl $SOAK_KEY_TTL --retain $SOAK_RETAIN); summary charges $(json "$summary" charges)")
+  else
+    row "provider: RSS with --retain $SOAK_RETAIN" "not reached ($charges payments)" "—" "—" "≤ 1.20" 0
+  fi
+fi
+
 if has_row hold; then
   echo "== provider: $HOLD connections held by hang" >&2
-  start_server provider
+  start_server provider-hold
   sleep 1
   rss_idle=$(rss_kb "$SERVER_PID")
   t0=$(cpu_ticks "$SERVER_PID")
@@ -452,7 +532,7 @@ if has_row load; then
     echo "  run $i: fauxpay load $a, bare goose $b" >&2
   done
   r=$(median "${RATIOS[@]}")
-  row "\`fauxpay load\` attempts/s against the provider" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
+  row "\`fauxpay load\` attempts/s against the provider" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s" "$(fmt "$r" 2)" "≥ 0.90" "$(ge "$r" 0.90)"
   RAW+=("load: fauxpay load attempts/s ${A_VALUES[*]}; bare goose req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
 

@@ -232,6 +232,12 @@ pub struct ServeArgs {
     /// How long events are kept (`GET /v1/events`).
     #[arg(long, default_value = "30d", value_parser = parse_duration)]
     pub event_ttl: Duration,
+    /// For soak tests: objects, events and ledger records older than this leave memory
+    /// (payment intents, charges, refunds, setup intents, events, unsaved payment
+    /// methods; duplicate groups stay whole, and the ledger summary stays exact).
+    /// Duplicates are then found within the window. Default: keep everything.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub retain: Option<Duration>,
     /// Keep the state in this directory, so a restart (even after `kill -9`) loses
     /// nothing: objects, idempotency keys, the ledger, events, pending webhook
     /// deliveries, attempt counts and the active profile (default: memory only).

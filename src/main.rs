@@ -236,6 +236,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             ..DeliverySettings::default()
         },
         event_ttl: args.event_ttl,
+        retain: args.retain,
     };
     if !args.addr.ip().is_loopback() && config.admin_token.is_none() {
         tracing::warn!(

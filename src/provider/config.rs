@@ -40,6 +40,9 @@ pub struct Config {
     pub delivery: DeliverySettings,
     /// How long events are kept (`--event-ttl`).
     pub event_ttl: Duration,
+    /// `--retain`: objects, events and ledger records older than this leave memory
+    /// (duplicate groups stay); `None` keeps everything.
+    pub retain: Option<Duration>,
     /// What one client may cost the server: timeouts, connections, the shutdown deadline.
     pub limits: Limits,
 }
@@ -95,6 +98,7 @@ impl Default for Config {
             webhooks: Vec::new(),
             delivery: DeliverySettings::default(),
             event_ttl: DEFAULT_EVENT_TTL,
+            retain: None,
         }
     }
 }

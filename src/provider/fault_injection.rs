@@ -229,10 +229,10 @@ impl FaultInjector {
 
     /// Decides what happens to a request, counting it as its identity's next attempt.
     pub fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
-        let (identity, returns): (Arc<str>, bool) = match (input.idempotency_key, input.correlation_id) {
-            (Some(k), _) => (k.shared().clone(), true),
-            (None, Some(c)) => (format!("correlation:{}", c.as_str()).into(), true),
-            (None, None) => (
+        let (identity, returns): (Arc<str>, bool) = match counted_identity(input.idempotency_key, input.correlation_id)
+        {
+            Some(identity) => (identity, true),
+            None => (
                 format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
                 false,
             ),
@@ -376,6 +376,16 @@ impl FaultInjector {
             s.lock().clear();
         }
         self.anonymous.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The identity whose attempts are counted for a request: its idempotency key, else its
+/// correlation id; `None` for an anonymous request (its only attempt is its first).
+pub fn counted_identity(key: Option<&IdempotencyKey>, correlation_id: Option<&CorrelationId>) -> Option<Arc<str>> {
+    match (key, correlation_id) {
+        (Some(k), _) => Some(k.shared().clone()),
+        (None, Some(c)) => Some(format!("correlation:{}", c.as_str()).into()),
+        (None, None) => None,
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
-use parking_lot::MutexGuard;
+use parking_lot::{Mutex, MutexGuard};
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
@@ -217,6 +217,19 @@ pub struct Ledger {
     duplicate_groups: AtomicU64,
     charges: AtomicU64,
     refunds: AtomicU64,
+    /// What records that left memory (`--retain`) add to the summary.
+    retired: Mutex<Retired>,
+}
+
+/// The counts and totals of the records that left memory under `--retain`, so the
+/// summary stays exact.
+#[derive(Default)]
+struct Retired {
+    charges: u64,
+    refunds: u64,
+    captured: HashMap<&'static str, u64>,
+    refunded: HashMap<&'static str, u64>,
+    correlation_ids: usize,
 }
 
 /// How many movements of each kind the ledger holds.
@@ -296,6 +309,14 @@ impl Ledger {
         let mut groups: Vec<Value> = Vec::new();
         let mut extra_charges = 0usize;
         let mut over_refunds: Vec<OverRefund> = Vec::new();
+        {
+            let retired = self.retired.lock();
+            charges += retired.charges;
+            refunds += retired.refunds;
+            correlation_ids += retired.correlation_ids;
+            captured.clone_from(&retired.captured);
+            refunded.clone_from(&retired.refunded);
+        }
         for shard in self.shards.iter() {
             let shard = shard.lock();
             for r in &shard.records {
@@ -345,6 +366,90 @@ impl Ledger {
         })
     }
 
+    /// Forgets the records created before `cutoff_ms` (`--retain`), except duplicate
+    /// groups, which stay whole; their counts and totals stay in the summary. A
+    /// correlation id whose only charge left is forgotten too, so a later charge for it
+    /// is not a duplicate: detection covers the window. Returns how many records left.
+    pub fn retire_before(&self, cutoff_ms: u64) -> usize {
+        let mut gone = 0;
+        for s in self.shards.iter() {
+            let mut shard = s.lock();
+            if shard.records.iter().all(|r| r.created_ms >= cutoff_ms) {
+                continue;
+            }
+            let mut keep = vec![false; shard.records.len()];
+            for &latest in shard.groups.iter() {
+                if shard.group_count(latest) > 1 {
+                    let mut next = Some(latest);
+                    while let Some(i) = next {
+                        keep[i as usize] = true;
+                        next = shard.records[i as usize].group.and_then(|g| g.prev);
+                    }
+                }
+            }
+            let mut remap = vec![u32::MAX; shard.records.len()];
+            let mut kept: Vec<Arc<LedgerRecord>> = Vec::with_capacity(shard.records.len());
+            let mut retired = self.retired.lock();
+            for (i, r) in std::mem::take(&mut shard.records).into_iter().enumerate() {
+                if keep[i] || r.created_ms >= cutoff_ms {
+                    remap[i] = kept.len() as u32;
+                    kept.push(r);
+                    continue;
+                }
+                gone += 1;
+                match r.kind {
+                    MovementKind::Charge => {
+                        retired.charges += 1;
+                        *retired.captured.entry(r.currency.code()).or_default() += r.amount;
+                    }
+                    MovementKind::Refund => {
+                        retired.refunds += 1;
+                        *retired.refunded.entry(r.currency.code()).or_default() += r.amount;
+                    }
+                }
+                // A group of one charge leaves with it.
+                if r.group.is_some() {
+                    retired.correlation_ids += 1;
+                }
+            }
+            drop(retired);
+            // Groups are kept whole, so every link points at a kept record.
+            for r in kept.iter_mut() {
+                if let Some(GroupLink { count, prev: Some(p) }) = r.group {
+                    let moved = remap[p as usize];
+                    if moved != p {
+                        *r = Arc::new(LedgerRecord {
+                            group: Some(GroupLink {
+                                count,
+                                prev: Some(moved),
+                            }),
+                            ..(**r).clone()
+                        });
+                    }
+                }
+            }
+            shard.records = kept;
+            let Shard { records, groups, .. } = &mut *shard;
+            groups.clear();
+            for (i, r) in records.iter().enumerate() {
+                let (Some(_), Some(c)) = (r.group, &r.correlation_id) else {
+                    continue;
+                };
+                let hash = self.hasher.hash_one(c);
+                match groups.find_mut(hash, |&j| records[j as usize].correlation_id.as_ref() == Some(c)) {
+                    Some(latest) => *latest = i as u32,
+                    None => {
+                        groups.insert_unique(hash, i as u32, |&j| match &records[j as usize].correlation_id {
+                            Some(c) => self.hasher.hash_one(c),
+                            None => 0,
+                        });
+                    }
+                }
+            }
+        }
+        gone
+    }
+
     /// Forgets everything (`POST /__fauxpay/reset`).
     pub fn clear(&self) {
         for shard in self.shards.iter() {
@@ -354,6 +459,7 @@ impl Ledger {
         self.duplicate_groups.store(0, Ordering::Relaxed);
         self.charges.store(0, Ordering::Relaxed);
         self.refunds.store(0, Ordering::Relaxed);
+        *self.retired.lock() = Retired::default();
     }
 }
 
@@ -454,6 +560,40 @@ mod tests {
                 attempt: Attempt::plain(RequestId::generate(), None),
             },
         )
+    }
+
+    #[test]
+    fn retiring_old_records_keeps_duplicate_groups_whole_and_the_summary_exact() {
+        let l = Ledger::default();
+        charge(&l, Some("dup"), 1000);
+        charge(&l, Some("single"), 500);
+        charge(&l, None, 200);
+        charge(&l, Some("dup"), 1000);
+        let before = l.summary();
+        let cutoff = now_ms() + 1;
+        assert_eq!(
+            l.retire_before(cutoff),
+            2,
+            "the single charge and the uncorrelated one leave"
+        );
+        assert_eq!(l.retire_before(cutoff), 0, "nothing more");
+        let after = l.summary();
+        for field in [
+            "charges",
+            "captured",
+            "correlation_ids",
+            "duplicate_group_count",
+            "duplicate_charges",
+        ] {
+            assert_eq!(after[field], before[field], "{field}");
+        }
+        assert_eq!(after["duplicate_groups"][0]["charges"].as_array().unwrap().len(), 2);
+        assert_eq!(l.records(&RecordFilter::default()).len(), 2);
+        // The group still finds its latest charge: a third is a duplicate too.
+        assert!(charge(&l, Some("dup"), 1000).duplicate);
+        assert_eq!(l.summary()["duplicate_groups"][0]["charge_count"], 3);
+        // Outside the window, a correlation id is new again.
+        assert!(!charge(&l, Some("single"), 500).duplicate);
     }
 
     #[test]

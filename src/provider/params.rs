@@ -153,10 +153,18 @@ impl Params {
             return Ok(Self::default());
         }
         match serde_json::from_slice::<Value>(input) {
-            Ok(value @ Value::Object(_)) => {
+            Ok(value) => Self::from_value(&value),
+            Err(e) => Err(ApiError::invalid_request(format!("Invalid JSON body: {e}."), None)),
+        }
+    }
+
+    /// The parameters of a parsed JSON body (see [`Params::from_json`]).
+    pub fn from_value(value: &Value) -> Result<Self, ApiError> {
+        match value {
+            value @ Value::Object(_) => {
                 let mut text = String::new();
                 let mut budget = MAX_PARAMS;
-                match node_of(&mut text, &value, &mut budget) {
+                match node_of(&mut text, value, &mut budget) {
                     Ok(Node::Object(root)) => Ok(Self { text, root }),
                     Ok(_) => Ok(Self::default()),
                     Err(JsonReject::TooMany) => Err(too_many_params()),
@@ -167,11 +175,10 @@ impl Params {
                     }
                 }
             }
-            Ok(_) => Err(ApiError::invalid_request(
+            _ => Err(ApiError::invalid_request(
                 "Invalid JSON body: the top level must be an object.",
                 None,
             )),
-            Err(e) => Err(ApiError::invalid_request(format!("Invalid JSON body: {e}."), None)),
         }
     }
 

@@ -175,13 +175,15 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
         Ok(plan) => plan,
         Err(e) => return Delivery::Send(Answer::error(&e)),
     };
-    if let (Some(log), true) = (app.durable(), plan.counted) {
-        log.append(&DataRecord::Attempt {
-            identity: plan.identity.to_string(),
+    let mut counted = match (app.durable(), plan.counted) {
+        (Some(log), true) => Some(CountedAttempt {
+            log,
+            identity: plan.identity.clone(),
             n: plan.attempt,
-            at_ms: clock::wall_ms(),
-        });
-    }
+            in_commit: false,
+        }),
+        _ => None,
+    };
     // The key is claimed on arrival, so a request held by latency or a fault is "in
     // flight": a concurrent request with the same key gets 409, as at Stripe.
     let admission = admit(app, &req, endpoint);
@@ -251,11 +253,9 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
                 Some(Fault::Error { status, .. }) => Some(*status),
                 _ => None,
             };
-            let result = match app.durable() {
-                Some(log) if endpoint.verb != Verb::Get => {
-                    execute_logged(app, log, &req, &record.path, endpoint, &call, injected)
-                }
-                _ => execute(app, endpoint, &call),
+            let result = match endpoint.verb {
+                Verb::Get => execute(app, endpoint, &call),
+                _ => execute_logged(app, &req, &record.path, endpoint, &call, injected, counted.as_mut()),
             };
             match result {
                 // Validation failures are not stored: dropping the claim frees the key.
@@ -312,19 +312,26 @@ pub fn execute(app: &Provider, endpoint: &Endpoint, call: &Call<'_>) -> Result<R
 /// it again to the same objects.
 fn execute_logged(
     app: &Provider,
-    log: &DataLog,
     req: &Request,
     path: &str,
     endpoint: &Endpoint,
     call: &Call<'_>,
     injected_status: Option<u16>,
+    counted: Option<&mut CountedAttempt<'_>>,
 ) -> Result<Reply, ApiError> {
+    let Some(log) = app.durable() else {
+        return execute(app, endpoint, call);
+    };
     let params = req.params.to_json();
     let _order = log.commit_lock();
     let at_ms = clock::wall_ms();
     let (result, tokens) = ids::scripted(None, || clock::frozen(at_ms, || execute(app, endpoint, call)));
     if !matches!(&result, Err(e) if !e.executed) {
         let attempt = call.attempt;
+        let counted = counted.map(|c| {
+            c.in_commit = true;
+            c.n
+        });
         log.append(&DataRecord::Commit(Box::new(Commit {
             at_ms,
             request_id: req.request_id.to_string(),
@@ -343,10 +350,32 @@ fn execute_logged(
                 .map(|d| [d.code.to_string(), d.decline_code.to_string(), d.message.to_string()]),
             origin: attempt.origin.as_deref().map(str::to_owned),
             tokens,
+            attempt: counted,
             injected_status,
         })));
     }
     result
+}
+
+/// With a data dir, the attempt the fault engine counted for a request: logged inside
+/// its write's record when it made one, else on its own when the request ends.
+struct CountedAttempt<'a> {
+    log: &'a DataLog,
+    identity: Arc<str>,
+    n: u32,
+    in_commit: bool,
+}
+
+impl Drop for CountedAttempt<'_> {
+    fn drop(&mut self) {
+        if !self.in_commit {
+            self.log.append(&DataRecord::Attempt {
+                identity: self.identity.to_string(),
+                n: self.n,
+                at_ms: clock::wall_ms(),
+            });
+        }
+    }
 }
 
 /// What a key stores for a request that ran: its result, or the 5xx a fault put in

@@ -19,6 +19,7 @@ use crate::provider::durable::file::{self, DataDirError, Recovered};
 use crate::provider::durable::record::Commit;
 use crate::provider::durable::{DataLog, Fsync, Record};
 use crate::provider::endpoint::{Call, Endpoint, Verb};
+use crate::provider::fault_injection::counted_identity;
 use crate::provider::idempotency::Fingerprint;
 use crate::provider::ids::{self, ApiKey, CorrelationId, IdempotencyKey, RequestId};
 use crate::provider::params::Params;
@@ -168,8 +169,7 @@ impl<'a> Replay<'a> {
             .chain(three_ds::routes::ENDPOINTS.iter())
             .find(|e| e.verb == verb && e.path == c.endpoint)
             .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?;
-        let params = Params::from_json(&serde_json::to_vec(&c.params).unwrap_or_default())
-            .map_err(|e| format!("parameters: {}", e.message))?;
+        let params = Params::from_value(&c.params).map_err(|e| format!("parameters: {}", e.message))?;
         let request_id = RequestId::parse(&c.request_id).ok_or_else(|| format!("request id {}", c.request_id))?;
         let key = c
             .idempotency_key
@@ -194,6 +194,14 @@ impl<'a> Replay<'a> {
             params: &params,
             attempt: &attempt,
         };
+        if let (Some(n), Some(identity)) = (
+            c.attempt,
+            counted_identity(key.as_ref(), attempt.correlation_id.as_ref()),
+        ) {
+            self.app
+                .faults
+                .restore_attempt(&identity, n, self.now, self.age(c.at_ms));
+        }
         let (result, _) = ids::scripted(Some(c.tokens), || {
             clock::frozen(c.at_ms, || pipeline::execute(self.app, endpoint, &call))
         });

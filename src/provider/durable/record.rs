@@ -11,7 +11,8 @@ pub enum Record {
     /// A write request that ran its operation (whatever it answered).
     Commit(Box<Commit>),
     /// One more attempt of an identity the fault engine counts (an idempotency key or a
-    /// correlation id): the next attempt's faults depend on it.
+    /// correlation id) by a request that made no [`Commit`]: the next attempt's faults
+    /// depend on it.
     Attempt { identity: String, n: u32, at_ms: u64 },
     /// A fault profile became active (`PUT /__fauxpay/profile`), as its source text.
     Profile { source: String },
@@ -53,6 +54,10 @@ pub struct Commit {
     pub origin: Option<String>,
     /// The random tokens its ids were made of, in the order drawn.
     pub tokens: Vec<[u64; 2]>,
+    /// The attempt number the fault engine counted for it (for its key, else its
+    /// correlation id), when it counted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
     /// A 5xx a fault put in place of its answer after the commit (what its key replays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injected_status: Option<u16>,
@@ -91,6 +96,7 @@ mod tests {
                 decline: Some(["card_declined".into(), "generic_decline".into(), "no".into()]),
                 origin: None,
                 tokens: vec![[1, 2], [u64::MAX, 0]],
+                attempt: Some(2),
                 injected_status: Some(500),
             })),
             Record::Attempt {

@@ -58,10 +58,16 @@ pub async fn serve(
     result
 }
 
-/// Purges expired idempotency keys and attempt counts so memory stays bounded by the TTL.
+/// Purges expired idempotency keys and attempt counts so memory stays bounded by the TTL,
+/// events past their TTL, and (`--retain`) what is older than the window.
 async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<bool>) {
     let store = &provider.idempotency;
-    let every = (store.ttl() / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    let retain = provider.config.retain;
+    let every = retain
+        .map_or(store.ttl(), |r| r.min(store.ttl()))
+        .checked_div(2)
+        .unwrap_or_default()
+        .clamp(Duration::from_millis(100), Duration::from_secs(60));
     let mut tick = tokio::time::interval(every);
     loop {
         tokio::select! {
@@ -79,6 +85,13 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
                 let events = provider.payments.events.purge_expired(crate::provider::json::now_unix());
                 if events > 0 {
                     tracing::debug!(events, "events past --event-ttl purged");
+                }
+                if let Some(retain) = retain {
+                    let cutoff = crate::provider::clock::wall_ms().saturating_sub(retain.as_millis() as u64);
+                    let retired = provider.payments.retire_before(cutoff);
+                    if retired > 0 {
+                        tracing::debug!(retired, "objects and ledger records older than --retain left memory");
+                    }
                 }
             }
             _ = stop.changed() => return,

@@ -24,7 +24,7 @@ use crate::provider::ids::CorrelationId;
 use crate::provider::ledger::Ledger;
 use crate::provider::params::Params;
 use crate::provider::payment_intents::object::PaymentIntent;
-use crate::provider::payment_methods::object::PaymentMethod;
+use crate::provider::payment_methods::object::{Attachment, PaymentMethod};
 use crate::provider::refunds::object::Refund;
 use crate::provider::setup_intents::object::SetupIntent;
 use crate::provider::table::Table;
@@ -121,5 +121,23 @@ impl Payments {
         self.events.set_endpoints(Vec::new());
         self.events.clear();
         self.ledger.clear();
+    }
+
+    /// `--retain`: forgets what was created before `cutoff_ms` (Unix milliseconds):
+    /// payment intents, charges, refunds, setup intents, events, payment methods not
+    /// saved to a customer, and ledger records but duplicate groups (the summary stays
+    /// exact). Customers, their saved cards and webhook endpoints stay. Returns how many
+    /// objects and records left.
+    pub fn retire_before(&self, cutoff_ms: u64) -> usize {
+        let cutoff = (cutoff_ms / 1000) as i64;
+        self.intents.retain(|o| o.created >= cutoff)
+            + self.charges.retain(|o| o.created >= cutoff)
+            + self.refunds.retain(|o| o.created >= cutoff)
+            + self.setup_intents.retain(|o| o.created >= cutoff)
+            + self.events.table.retain(|e| e.created >= cutoff)
+            + self
+                .payment_methods
+                .retain(|pm| pm.created >= cutoff || matches!(pm.attachment, Attachment::Customer(_)))
+            + self.ledger.retire_before(cutoff_ms)
     }
 }

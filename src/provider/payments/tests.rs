@@ -222,3 +222,52 @@ fn validation_errors_name_the_param() {
         .unwrap()
         .starts_with("metadata["));
 }
+
+#[test]
+fn retiring_a_window_forgets_old_payments_but_keeps_duplicates_and_exact_totals() {
+    let p = payments(DuplicatePolicy::Allow);
+    let pay = |order: &str, key: &str| {
+        p.create_intent(
+            &form(&format!(
+                "amount=700&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]={order}"
+            )),
+            &attempt(key),
+        )
+        .unwrap()
+        .json()
+    };
+    let once = pay("once", "k1");
+    let first = pay("twice", "k2");
+    let second = pay("twice", "k3");
+    let before = p.ledger.summary();
+    // Everything so far is older than the window's start.
+    let cutoff = crate::provider::clock::wall_ms() + 2_000;
+    assert!(p.retire_before(cutoff) > 0);
+    assert!(
+        p.retrieve_intent(once["id"].as_str().unwrap()).is_err(),
+        "gone from memory"
+    );
+    assert!(p.retrieve_intent(second["id"].as_str().unwrap()).is_err());
+    assert_eq!(p.events.table.len(), 0);
+    let after = p.ledger.summary();
+    for field in [
+        "charges",
+        "captured",
+        "duplicate_group_count",
+        "duplicate_charges",
+        "correlation_ids",
+    ] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    // The duplicate group keeps both its charges, with their intents.
+    let group = &after["duplicate_groups"][0];
+    assert_eq!(group["correlation_id"], "twice");
+    let intents: Vec<&str> = group["charges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["payment_intent"].as_str().unwrap())
+        .collect();
+    assert_eq!(intents, [first["id"].as_str().unwrap(), second["id"].as_str().unwrap()]);
+    assert_eq!(p.ledger.records(&Default::default()).len(), 2);
+}
