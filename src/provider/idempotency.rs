@@ -72,6 +72,23 @@ impl Fingerprint {
     pub fn endpoint(&self) -> &'static str {
         self.endpoint
     }
+
+    /// The digest as two numbers (the data dir keeps it, so recovery need not hash again).
+    pub fn digest(&self) -> [u64; 2] {
+        let (a, b) = self.digest.split_at(8);
+        [
+            u64::from_le_bytes(a.try_into().unwrap_or_default()),
+            u64::from_le_bytes(b.try_into().unwrap_or_default()),
+        ]
+    }
+
+    /// The fingerprint of [`Fingerprint::digest`] on `endpoint`.
+    pub fn from_digest(endpoint: &'static str, [a, b]: [u64; 2]) -> Self {
+        let mut digest = [0u8; 16];
+        digest[..8].copy_from_slice(&a.to_le_bytes());
+        digest[8..].copy_from_slice(&b.to_le_bytes());
+        Self { endpoint, digest }
+    }
 }
 
 /// A response kept under a key, replayed as it was first sent.
@@ -307,6 +324,7 @@ impl IdempotencyStore {
             store: self.clone(),
             api_key: api_key.clone(),
             key: key.clone(),
+            fingerprint,
             token,
             done: false,
         })
@@ -399,11 +417,17 @@ pub struct Claim {
     store: Arc<IdempotencyStore>,
     api_key: ApiKey,
     key: IdempotencyKey,
+    fingerprint: Fingerprint,
     token: u32,
     done: bool,
 }
 
 impl Claim {
+    /// The fingerprint of the request holding the claim.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+
     pub fn complete(mut self, response: StoredResponse) {
         self.done = true;
         self.store.finish(&self.api_key, &self.key, self.token, Some(response));

@@ -255,7 +255,18 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
             };
             let result = match endpoint.verb {
                 Verb::Get => execute(app, endpoint, &call),
-                _ => execute_logged(app, &req, &record.path, endpoint, &call, injected, counted.as_mut()),
+                _ => execute_logged(
+                    app,
+                    &req,
+                    &record.path,
+                    endpoint,
+                    &call,
+                    Logged {
+                        injected_status: injected,
+                        counted: counted.as_mut(),
+                        fingerprint: claim.as_ref().map(Claim::fingerprint),
+                    },
+                ),
             };
             match result {
                 // Validation failures are not stored: dropping the claim frees the key.
@@ -299,12 +310,16 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
 /// the expansion of its reply (expanded before it is stored, so a replay answers what
 /// was sent). An error with `executed` unset means nothing ran.
 pub fn execute(app: &Provider, endpoint: &Endpoint, call: &Call<'_>) -> Result<Reply, ApiError> {
-    validate(endpoint, call.params)
-        .and_then(|()| Expansion::plan(endpoint.verb, endpoint.path, call.params))
-        .and_then(|expansion| {
-            let reply = (endpoint.operation)(&app.payments, call)?;
-            Ok(expansion.apply(&app.payments, reply))
-        })
+    validate(endpoint, call.params).and_then(|()| execute_validated(app, endpoint, call))
+}
+
+/// [`execute`] for a request that passed validation before (recovery runs again only
+/// requests that did).
+pub fn execute_validated(app: &Provider, endpoint: &Endpoint, call: &Call<'_>) -> Result<Reply, ApiError> {
+    Expansion::plan(endpoint.verb, endpoint.path, call.params).and_then(|expansion| {
+        let reply = (endpoint.operation)(&app.payments, call)?;
+        Ok(expansion.apply(&app.payments, reply))
+    })
 }
 
 /// [`execute`] with a data dir: one write at a time, at a stopped wall clock and with
@@ -316,9 +331,13 @@ fn execute_logged(
     path: &str,
     endpoint: &Endpoint,
     call: &Call<'_>,
-    injected_status: Option<u16>,
-    counted: Option<&mut CountedAttempt<'_>>,
+    logged: Logged<'_, '_>,
 ) -> Result<Reply, ApiError> {
+    let Logged {
+        injected_status,
+        counted,
+        fingerprint,
+    } = logged;
     let Some(log) = app.durable() else {
         return execute(app, endpoint, call);
     };
@@ -342,6 +361,7 @@ fn execute_logged(
             id: call.id.to_owned(),
             params,
             idempotency_key: attempt.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
+            fingerprint: fingerprint.map(|f| f.digest()).into_iter().collect(),
             correlation_id: attempt.correlation_id.as_ref().map(|c| c.as_str().to_owned()),
             fault: attempt.fault.as_deref().map(str::to_owned),
             decline: attempt
@@ -355,6 +375,15 @@ fn execute_logged(
         })));
     }
     result
+}
+
+/// What a write's record says beside the request itself.
+struct Logged<'c, 'l> {
+    /// A 5xx a fault puts in place of the answer after the commit.
+    injected_status: Option<u16>,
+    counted: Option<&'c mut CountedAttempt<'l>>,
+    /// The idempotency fingerprint, when the request has a key.
+    fingerprint: Option<Fingerprint>,
 }
 
 /// With a data dir, the attempt the fault engine counted for a request: logged inside

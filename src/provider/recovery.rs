@@ -203,11 +203,14 @@ impl<'a> Replay<'a> {
                 .restore_attempt(&identity, n, self.now, self.age(c.at_ms));
         }
         let (result, _) = ids::scripted(Some(c.tokens), || {
-            clock::frozen(c.at_ms, || pipeline::execute(self.app, endpoint, &call))
+            clock::frozen(c.at_ms, || pipeline::execute_validated(self.app, endpoint, &call))
         });
         if let Some(key) = key {
             let stored = pipeline::stored_result(result, c.injected_status, c.fault.as_deref(), request_id);
-            let fingerprint = Fingerprint::of(endpoint.path, verb.as_str(), &c.path, &params);
+            let fingerprint = match c.fingerprint.first() {
+                Some(&digest) => Fingerprint::from_digest(endpoint.path, digest),
+                None => Fingerprint::of(endpoint.path, verb.as_str(), &c.path, &params),
+            };
             self.app.idempotency.restore(
                 &ApiKey::new(&c.api_key),
                 &key,
