@@ -11,7 +11,7 @@
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load reconcile;
+# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load rate reconcile;
 # peers on request), BENCH_SOAK_KEY_TTL (5s) and BENCH_SOAK_RETAIN (10s): the soak row's
 # window, which must hold fewer than BENCH_PAYMENTS payments at the provider's full speed,
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load reconcile"}
+ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load rate reconcile"}
 SOAK_KEY_TTL=${BENCH_SOAK_KEY_TTL:-5s}
 SOAK_RETAIN=${BENCH_SOAK_RETAIN:-10s}
 RUNS=${BENCH_RUNS:-3}
@@ -512,17 +512,19 @@ if has_row hold; then
   stop_server
 fi
 
+# load_once: a fresh provider, one closed-model `fauxpay load` run; its attempts/s.
+goose_opts=(--users "$LOAD_USERS" --increase-rate $((LOAD_USERS * 4)) --run-time "${LOAD_SECS}s" --quiet)
+load_once() {
+  start_server provider
+  timeout $((LOAD_SECS + 120)) taskset -c "$CLIENT_CPU" "$BIN/fauxpay" load --target "$SERVER_URL" --provider "$SERVER_URL" \
+    --template stripe --api-key sk_test_bench --out "$WORK/load-report" "${goose_opts[@]}" >"$WORK/load.log" 2>&1 ||
+    { echo "bench: fauxpay load failed:" | tee -a "$WORK/errors" >&2; tail -20 "$WORK/load.log" >&2; }
+  stop_server
+  json "$(tr -d ' \n' <"$WORK/load-report/report.json")" attempts_per_sec
+}
+
 if has_row load; then
   echo "== fauxpay load vs bare goose, same request ($LOAD_USERS users, ${LOAD_SECS}s)" >&2
-  goose_opts=(--users "$LOAD_USERS" --increase-rate $((LOAD_USERS * 4)) --run-time "${LOAD_SECS}s" --quiet)
-  load_once() {
-    start_server provider
-    timeout $((LOAD_SECS + 120)) taskset -c "$CLIENT_CPU" "$BIN/fauxpay" load --target "$SERVER_URL" --provider "$SERVER_URL" \
-      --template stripe --api-key sk_test_bench --out "$WORK/load-report" "${goose_opts[@]}" >"$WORK/load.log" 2>&1 ||
-      { echo "bench: fauxpay load failed:" | tee -a "$WORK/errors" >&2; tail -20 "$WORK/load.log" >&2; }
-    stop_server
-    json "$(tr -d ' \n' <"$WORK/load-report/report.json")" attempts_per_sec
-  }
   bare_once() {
     start_server provider
     local line
@@ -546,9 +548,37 @@ if has_row load; then
     RATIOS+=("$(calc "$a / $b")")
     echo "  run $i: fauxpay load $a, bare goose $b" >&2
   done
+  LOAD_PEAK=$(median "${A_VALUES[@]}")
   r=$(median "${RATIOS[@]}")
   row "\`fauxpay load\` attempts/s against the provider" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s" "$(fmt "$r" 2)" "≥ 0.90" "$(ge "$r" 0.90)"
   RAW+=("load: fauxpay load attempts/s ${A_VALUES[*]}; bare goose req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+fi
+
+if has_row rate; then
+  # The closed model's peak from the load row, or one closed run when it did not run.
+  if [ -z "${LOAD_PEAK:-}" ]; then
+    LOAD_PEAK=$(load_once)
+  fi
+  RATE_ASKED=$(awk "BEGIN {printf \"%d\", $LOAD_PEAK * 0.9}")
+  echo "== fauxpay load --rate ${RATE_ASKED}/s: 0.9 of its closed-model peak ($(fmt "$LOAD_PEAK")/s), ${LOAD_SECS}s" >&2
+  R_VALUES=()
+  R_DROPPED=()
+  for i in $(seq "$RUNS"); do
+    start_server provider
+    timeout $((LOAD_SECS + 120)) taskset -c "$CLIENT_CPU" "$BIN/fauxpay" load --target "$SERVER_URL" --provider "$SERVER_URL" \
+      --template stripe --api-key sk_test_bench --out "$WORK/rate-report" --rate "${RATE_ASKED}/s" \
+      --users $((LOAD_USERS * 2)) --run-time "${LOAD_SECS}s" --seed "$i" >"$WORK/rate.log" 2>&1 ||
+      { echo "bench: fauxpay load --rate failed:" | tee -a "$WORK/errors" >&2; tail -20 "$WORK/rate.log" >&2; }
+    stop_server
+    report=$(tr -d ' \n' <"$WORK/rate-report/report.json")
+    achieved=$(json "$report" achieved_per_sec)
+    R_VALUES+=("$(calc "$achieved / $RATE_ASKED")")
+    R_DROPPED+=("$(json "$report" dropped)")
+    echo "  run $i: achieved $achieved/s of $RATE_ASKED/s, dropped $(json "$report" dropped)" >&2
+  done
+  r=$(median "${R_VALUES[@]}")
+  row "\`fauxpay load --rate\` at 0.9 of its closed peak ($RATE_ASKED/s)" "$(fmt "$(calc "$r * $RATE_ASKED")")/s, $(median "${R_DROPPED[@]}") dropped" "$RATE_ASKED/s asked" "$(fmt "$r" 3)" "≥ 0.99" "$(ge "$r" 0.99)"
+  RAW+=("rate: asked $RATE_ASKED/s (closed peak $LOAD_PEAK/s); achieved ratios ${R_VALUES[*]}; dropped ${R_DROPPED[*]}")
 fi
 
 if has_row reconcile; then

@@ -28,11 +28,16 @@ fn data_dir(name: &str) -> PathBuf {
     dir
 }
 
-#[allow(clippy::zombie_processes)]
 fn start(dir: &Path) -> Server {
+    start_with(dir, &[])
+}
+
+#[allow(clippy::zombie_processes)]
+fn start_with(dir: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
         .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
+        .args(extra)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
@@ -316,5 +321,120 @@ fn a_data_dir_of_a_newer_fauxpay_or_of_something_else_is_refused() {
         // Refused, never reset.
         assert_eq!(std::fs::read(dir.join("fauxpay.log")).unwrap(), contents);
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A webhook receiver that answers 200 while `accepting`, else 503, and counts every
+/// delivery of each event id it answered 200.
+#[derive(Clone, Default)]
+struct Receiver {
+    accepting: Arc<std::sync::atomic::AtomicBool>,
+    acknowledged: Arc<Mutex<BTreeMap<String, usize>>>,
+    refused: Arc<AtomicUsize>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Receiver {
+    async fn start(&self) -> String {
+        let me = self.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let me = me.clone();
+                async move {
+                    let event: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let status = if me.accepting.load(Ordering::SeqCst) {
+                        let id = event["id"].as_str().unwrap_or_default().to_string();
+                        *me.acknowledged.lock().unwrap().entry(id).or_default() += 1;
+                        axum::http::StatusCode::OK
+                    } else {
+                        me.refused.fetch_add(1, Ordering::SeqCst);
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    me.arrived.notify_one();
+                    status
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+}
+
+async fn drained(client: &reqwest::Client, url: &str) -> Value {
+    let (status, body) = get(client, url, "/__fauxpay/webhooks/drain?timeout=30s").await;
+    assert_eq!((status, body["drained"].as_bool()), (200, Some(true)), "{body}");
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_not_sent_again() {
+    let dir = data_dir("hooks");
+    let client = client();
+    let receiver = Receiver::default();
+    receiver.accepting.store(true, Ordering::SeqCst);
+    let hook = receiver.start().await;
+    // Retries an hour apart: a refused delivery stays pending until the restart.
+    let flags = [
+        "--webhook",
+        &hook,
+        "--webhook-secret",
+        "whsec_durable",
+        "--webhook-retries",
+        "1h",
+    ];
+    let server = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        let flags = flags.map(str::to_string);
+        move || start_with(&dir, &flags.each_ref().map(String::as_str))
+    })
+    .await
+    .unwrap();
+    // Order A: its three events are acknowledged before the crash.
+    pay(&client, &server.url, "hook-a").await.unwrap();
+    drained(&client, &server.url).await;
+    let before: BTreeMap<String, usize> = receiver.acknowledged.lock().unwrap().clone();
+    assert_eq!(before.len(), 3, "{before:?}");
+    // Order B: the receiver is down; its three events wait for a retry an hour away.
+    receiver.accepting.store(false, Ordering::SeqCst);
+    pay(&client, &server.url, "hook-b").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while receiver.refused.load(Ordering::SeqCst) < 3 {
+            receiver.arrived.notified().await;
+        }
+    })
+    .await
+    .expect("B's deliveries were tried");
+    tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+
+    // Back up, with the receiver too: B's deliveries resume at once; A's are not repeated.
+    receiver.accepting.store(true, Ordering::SeqCst);
+    let server = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        let flags = flags.map(str::to_string);
+        move || start_with(&dir, &flags.each_ref().map(String::as_str))
+    })
+    .await
+    .unwrap();
+    assert!(
+        server.startup.contains("3 webhook deliveries resumed"),
+        "{}",
+        server.startup
+    );
+    drained(&client, &server.url).await;
+    let after = receiver.acknowledged.lock().unwrap().clone();
+    assert_eq!(after.len(), 6, "{after:?}");
+    assert!(
+        after.values().all(|&n| n == 1),
+        "every event acknowledged once: {after:?}"
+    );
+    // Every event says so.
+    let (_, events) = get(&client, &server.url, "/v1/events?limit=100").await;
+    let events = events["data"].as_array().unwrap();
+    assert_eq!(events.len(), 6);
+    assert!(events.iter().all(|e| e["pending_webhooks"] == 0), "{events:?}");
+    server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }
