@@ -75,6 +75,10 @@ EOF
         --root-dir "$WORK/wiremock" >"$log" 2>&1 &
       ;;
     localstripe)
+      # localstripe pickles its whole store to this fixed path after every write and loads
+      # it at start: each run starts empty (a run cut off mid-write leaves it truncated,
+      # and localstripe then refuses to start).
+      rm -f /tmp/localstripe.pickle
       taskset -c "$SERVER_CPU" "$PEERS_DIR/venv/bin/localstripe" --port "$port" >"$log" 2>&1 &
       ;;
   esac
