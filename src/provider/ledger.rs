@@ -147,6 +147,35 @@ struct Shard {
     /// its latest; the earlier ones are linked from it (4 bytes per correlation id).
     groups: HashTable<u32>,
     over_refunds: Vec<OverRefund>,
+    /// Every movement ever appended here, counted and summed as it came (the summary
+    /// reads these instead of walking the records: a dashboard polls it).
+    totals: Totals,
+    /// The correlation ids whose group holds two or more charges, in the order they
+    /// became duplicates.
+    duplicates: Vec<CorrelationId>,
+}
+
+/// Counts and amounts by currency of the movements a shard has seen.
+#[derive(Default)]
+struct Totals {
+    charges: u64,
+    refunds: u64,
+    captured: Vec<(&'static str, u64)>,
+    refunded: Vec<(&'static str, u64)>,
+}
+
+impl Totals {
+    fn add(&mut self, kind: MovementKind, currency: &'static str, amount: u64) {
+        let (count, sums) = match kind {
+            MovementKind::Charge => (&mut self.charges, &mut self.captured),
+            MovementKind::Refund => (&mut self.refunds, &mut self.refunded),
+        };
+        *count += 1;
+        match sums.iter_mut().find(|(c, _)| *c == currency) {
+            Some((_, sum)) => *sum += amount,
+            None => sums.push((currency, amount)),
+        }
+    }
 }
 
 impl Shard {
@@ -221,14 +250,10 @@ pub struct Ledger {
     retired: Mutex<Retired>,
 }
 
-/// The counts and totals of the records that left memory under `--retain`, so the
-/// summary stays exact.
+/// What the records that left memory under `--retain` took with them from the summary
+/// (its counts and amounts are kept by each shard's [`Totals`] anyway).
 #[derive(Default)]
 struct Retired {
-    charges: u64,
-    refunds: u64,
-    captured: HashMap<&'static str, u64>,
-    refunded: HashMap<&'static str, u64>,
     correlation_ids: usize,
 }
 
@@ -309,30 +334,25 @@ impl Ledger {
         let mut groups: Vec<Value> = Vec::new();
         let mut extra_charges = 0usize;
         let mut over_refunds: Vec<OverRefund> = Vec::new();
-        {
-            let retired = self.retired.lock();
-            charges += retired.charges;
-            refunds += retired.refunds;
-            correlation_ids += retired.correlation_ids;
-            captured.clone_from(&retired.captured);
-            refunded.clone_from(&retired.refunded);
-        }
+        correlation_ids += self.retired.lock().correlation_ids;
         for shard in self.shards.iter() {
             let shard = shard.lock();
-            for r in &shard.records {
-                match r.kind {
-                    MovementKind::Charge => {
-                        charges += 1;
-                        *captured.entry(r.currency.code()).or_default() += r.amount;
-                    }
-                    MovementKind::Refund => {
-                        refunds += 1;
-                        *refunded.entry(r.currency.code()).or_default() += r.amount;
-                    }
-                }
+            let t = &shard.totals;
+            charges += t.charges;
+            refunds += t.refunds;
+            for (currency, sum) in &t.captured {
+                *captured.entry(currency).or_default() += sum;
+            }
+            for (currency, sum) in &t.refunded {
+                *refunded.entry(currency).or_default() += sum;
             }
             correlation_ids += shard.groups.len();
-            for &latest in shard.groups.iter().filter(|&&i| shard.group_count(i) > 1) {
+            let latest = shard
+                .duplicates
+                .iter()
+                .filter_map(|c| shard.latest(self.hasher.hash_one(c), c))
+                .collect::<Vec<_>>();
+            for latest in latest {
                 let recs = shard.group(latest);
                 let id = recs[0].correlation_id.as_ref();
                 let first = recs[0].amount;
@@ -397,16 +417,6 @@ impl Ledger {
                     continue;
                 }
                 gone += 1;
-                match r.kind {
-                    MovementKind::Charge => {
-                        retired.charges += 1;
-                        *retired.captured.entry(r.currency.code()).or_default() += r.amount;
-                    }
-                    MovementKind::Refund => {
-                        retired.refunds += 1;
-                        *retired.refunded.entry(r.currency.code()).or_default() += r.amount;
-                    }
-                }
                 // A group of one charge leaves with it.
                 if r.group.is_some() {
                     retired.correlation_ids += 1;
@@ -510,6 +520,9 @@ impl LedgerEntry<'_> {
             duplicate = count > 1;
             if count == 2 {
                 self.ledger.duplicate_groups.fetch_add(1, Ordering::Relaxed);
+                if let Some(c) = &self.correlation_id {
+                    self.shard.duplicates.push(c.clone());
+                }
             }
         }
         let token = match m.id {
@@ -532,6 +545,7 @@ impl LedgerEntry<'_> {
             created_ms: now_ms(),
             group: link,
         });
+        self.shard.totals.add(kind, m.currency.code(), m.amount);
         self.shard.records.push(record.clone());
         record
     }
