@@ -133,8 +133,12 @@ async fn shoot(c: &Client, name: &str) {
     }
 }
 
+/// The text of the element `css` names, waiting for it to appear (a form's answer is a
+/// new page: the element exists once the browser has loaded it).
 async fn text(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css))
+    c.wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_element(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("{css}: {e}"))
         .text()
