@@ -157,7 +157,8 @@ pub struct PlanInput<'a> {
 struct Counted {
     identity: Arc<str>,
     count: u32,
-    last_ns: u64,
+    /// (Negative for an attempt restored from the data dir that is older than the injector.)
+    last_ns: i64,
 }
 
 /// Attempt numbers by identity. Only identities that can come back are kept (an
@@ -171,7 +172,7 @@ struct Attempts {
 
 impl Attempts {
     /// Counts one more attempt of `identity` at `now_ns`; returns its number (1 for the first).
-    fn next(&mut self, hash: u64, identity: &Arc<str>, now_ns: u64, hasher: &Hasher) -> u32 {
+    fn next(&mut self, hash: u64, identity: &Arc<str>, now_ns: i64, hasher: &Hasher) -> u32 {
         if let Some(c) = self.table.find_mut(hash, |c| *c.identity == **identity) {
             c.count = c.count.saturating_add(1);
             c.last_ns = now_ns;
@@ -288,15 +289,15 @@ impl FaultInjector {
         })
     }
 
-    fn nanos(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    fn nanos(&self, at: Instant) -> i64 {
+        i64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(i64::MAX)
     }
 
     /// Forgets the attempts of identities not seen for `ttl` (their keys have expired
     /// too: a retry after that is a new request); returns how many went.
     pub fn purge_attempts(&self, now: Instant, ttl: Duration) -> usize {
         let now = self.nanos(now);
-        let ttl = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
+        let ttl = i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX);
         let mut purged = 0;
         for shard in self.attempts.iter() {
             let mut shard = shard.lock();
@@ -314,14 +315,24 @@ impl FaultInjector {
         let hash = self.hasher.hash_one(&*identity);
         let at = self
             .nanos(now)
-            .saturating_sub(u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+            .saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
         let mut shard = self.attempts.lock(&hash);
-        if shard.table.find(hash, |c| *c.identity == *identity).is_none() {
-            shard.next(hash, &identity, at, &self.hasher);
-        }
-        if let Some(c) = shard.table.find_mut(hash, |c| *c.identity == *identity) {
-            c.count = c.count.max(n);
-            c.last_ns = c.last_ns.max(at);
+        match shard.table.find_mut(hash, |c| *c.identity == *identity) {
+            Some(c) => {
+                c.count = c.count.max(n);
+                c.last_ns = c.last_ns.max(at);
+            }
+            None => {
+                shard.table.insert_unique(
+                    hash,
+                    Counted {
+                        identity,
+                        count: n,
+                        last_ns: at,
+                    },
+                    |c| self.hasher.hash_one(&*c.identity),
+                );
+            }
         }
     }
 
@@ -438,6 +449,21 @@ mod tests {
             forced: None,
             now: Instant::now(),
         }
+    }
+
+    #[test]
+    fn a_restored_attempt_count_goes_on_and_keeps_its_age() {
+        let inj = injector(DROP_ALL);
+        let params = Params::default();
+        let key = IdempotencyKey::parse("restored").unwrap();
+        let now = Instant::now();
+        inj.restore_attempt("restored", 3, now, Duration::from_secs(50));
+        inj.restore_attempt("restored", 2, now, Duration::from_secs(60));
+        assert_eq!(inj.plan(&input(&params, Some(&key))).unwrap().attempt, 4);
+        // Its last attempt was just now: it outlives a 30 s TTL from here.
+        assert_eq!(inj.purge_attempts(Instant::now(), Duration::from_secs(30)), 0);
+        inj.restore_attempt("old", 1, now, Duration::from_secs(60));
+        assert_eq!(inj.purge_attempts(now, Duration::from_secs(30)), 1, "restored 60 s old");
     }
 
     #[test]
