@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hashbrown::HashTable;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::MutexGuard;
 use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
@@ -246,15 +246,9 @@ pub struct Ledger {
     duplicate_groups: AtomicU64,
     charges: AtomicU64,
     refunds: AtomicU64,
-    /// What records that left memory (`--retain`) add to the summary.
-    retired: Mutex<Retired>,
-}
-
-/// What the records that left memory under `--retain` took with them from the summary
-/// (its counts and amounts are kept by each shard's [`Totals`] anyway).
-#[derive(Default)]
-struct Retired {
-    correlation_ids: usize,
+    /// Correlation ids whose only charge left memory (`--retain`): the summary still
+    /// counts them (its other counts and amounts are each shard's [`Totals`]).
+    retired_correlation_ids: AtomicU64,
 }
 
 /// How many movements of each kind the ledger holds.
@@ -334,7 +328,7 @@ impl Ledger {
         let mut groups: Vec<Value> = Vec::new();
         let mut extra_charges = 0usize;
         let mut over_refunds: Vec<OverRefund> = Vec::new();
-        correlation_ids += self.retired.lock().correlation_ids;
+        correlation_ids += self.retired_correlation_ids.load(Ordering::Relaxed) as usize;
         for shard in self.shards.iter() {
             let shard = shard.lock();
             let t = &shard.totals;
@@ -347,12 +341,11 @@ impl Ledger {
                 *refunded.entry(currency).or_default() += sum;
             }
             correlation_ids += shard.groups.len();
-            let latest = shard
+            for latest in shard
                 .duplicates
                 .iter()
                 .filter_map(|c| shard.latest(self.hasher.hash_one(c), c))
-                .collect::<Vec<_>>();
-            for latest in latest {
+            {
                 let recs = shard.group(latest);
                 let id = recs[0].correlation_id.as_ref();
                 let first = recs[0].amount;
@@ -409,7 +402,6 @@ impl Ledger {
             }
             let mut remap = vec![u32::MAX; shard.records.len()];
             let mut kept: Vec<Arc<LedgerRecord>> = Vec::with_capacity(shard.records.len());
-            let mut retired = self.retired.lock();
             for (i, r) in std::mem::take(&mut shard.records).into_iter().enumerate() {
                 if keep[i] || r.created_ms >= cutoff_ms {
                     remap[i] = kept.len() as u32;
@@ -419,10 +411,9 @@ impl Ledger {
                 gone += 1;
                 // A group of one charge leaves with it.
                 if r.group.is_some() {
-                    retired.correlation_ids += 1;
+                    self.retired_correlation_ids.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            drop(retired);
             // Groups are kept whole, so every link points at a kept record.
             for r in kept.iter_mut() {
                 if let Some(GroupLink { count, prev: Some(p) }) = r.group {
@@ -469,7 +460,7 @@ impl Ledger {
         self.duplicate_groups.store(0, Ordering::Relaxed);
         self.charges.store(0, Ordering::Relaxed);
         self.refunds.store(0, Ordering::Relaxed);
-        *self.retired.lock() = Retired::default();
+        self.retired_correlation_ids.store(0, Ordering::Relaxed);
     }
 }
 

@@ -4,7 +4,7 @@
 //! ledger records and stored responses come back), resume the webhook deliveries that
 //! had not ended, and log every change from then on.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use crate::provider::durable::file::{self, DataDirError, Recovered};
 use crate::provider::durable::record::Commit;
 use crate::provider::durable::{DataLog, Fsync, Record};
 use crate::provider::endpoint::{Call, Endpoint, Verb};
+use crate::provider::events::store::Publisher;
 use crate::provider::fault_injection::counted_identity;
 use crate::provider::idempotency::Fingerprint;
 use crate::provider::ids::{self, ApiKey, CorrelationId, IdempotencyKey, RequestId};
@@ -113,9 +114,8 @@ struct Replay<'a> {
     now_ms: u64,
     now: Instant,
     commits: u64,
-    /// Deliveries that ended: (event id, endpoint URL) → acknowledged.
-    ended: HashSet<(String, String)>,
-    failed: HashSet<(String, String)>,
+    /// Deliveries that ended: (event id, endpoint URL) → acknowledged (else out of retries).
+    ended: HashMap<(String, String), bool>,
 }
 
 impl<'a> Replay<'a> {
@@ -125,8 +125,7 @@ impl<'a> Replay<'a> {
             now_ms: clock::wall_ms(),
             now: app.clock.now(),
             commits: 0,
-            ended: HashSet::new(),
-            failed: HashSet::new(),
+            ended: HashMap::new(),
         }
     }
 
@@ -150,10 +149,7 @@ impl<'a> Replay<'a> {
             }
             Record::Reset => self.app.reset(),
             Record::Delivered { event, url, ok } => {
-                match ok {
-                    true => self.ended.insert((event, url)),
-                    false => self.failed.insert((event, url)),
-                };
+                self.ended.insert((event, url), ok);
             }
         }
         Ok(())
@@ -238,17 +234,15 @@ impl<'a> Replay<'a> {
             let mut pending = Vec::new();
             for endpoint in endpoints {
                 let key = (event.id.to_string(), endpoint.url.to_string());
-                if self.ended.contains(&key) {
-                    event.acknowledged();
-                } else if self.failed.contains(&key) {
-                    event.mark_failed();
-                } else {
-                    pending.push(endpoint);
+                match self.ended.get(&key) {
+                    Some(true) => event.acknowledged(),
+                    Some(false) => event.mark_failed(),
+                    None => pending.push(endpoint),
                 }
             }
             if !pending.is_empty() {
                 resumed += pending.len() as u64;
-                crate::provider::events::store::Publisher::publish(&*self.app.webhooks, &event, &pending);
+                self.app.webhooks.publish(&event, &pending);
             }
         }
         resumed
