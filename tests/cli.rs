@@ -1,7 +1,9 @@
 //! The `fauxpay` binary: start-up line, port 0, flags, exit codes, graceful shutdown.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::BufReader;
+use std::process::{Child, Command};
+
+mod common;
 
 fn fauxpay() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fauxpay"))
@@ -15,30 +17,12 @@ fn spawn_serve(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildS
 }
 
 /// [`spawn_serve`], with the start-up line.
-#[allow(clippy::zombie_processes)]
 fn spawn_serve_line(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildStderr>, String) {
-    let mut child = fauxpay()
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("fauxpay starts");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "fauxpay exited before listening"
-        );
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let url = rest.split_whitespace().next().unwrap().to_string();
-            assert!(line.contains("idempotency=stripe"), "{line}");
-            assert!(line.contains("correlate=metadata.order_id"), "{line}");
-            return (child, url, stderr, line);
-        }
-    }
+    let (child, url, stderr, printed) = common::spawn_listening(["serve", "--addr", "127.0.0.1:0"].iter().chain(extra));
+    let line = printed.lines().last().unwrap_or_default().to_string();
+    assert!(line.contains("idempotency=stripe"), "{line}");
+    assert!(line.contains("correlate=metadata.order_id"), "{line}");
+    (child, url, stderr, line)
 }
 
 fn terminate(child: &Child) {

@@ -5,7 +5,7 @@
 //! record and says so; a data dir from a newer fauxpay is refused.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
+
+mod common;
 
 /// A `fauxpay serve` process on a data dir.
 struct Server {
@@ -32,33 +34,25 @@ fn start(dir: &Path) -> Server {
     start_with(dir, &[])
 }
 
-#[allow(clippy::zombie_processes)]
 fn start_with(dir: &Path, extra: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("fauxpay starts");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut startup = String::new();
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "fauxpay exited before listening:\n{startup}"
-        );
-        startup.push_str(&line);
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            let url = rest.split_whitespace().next().unwrap().to_string();
-            // Keep the pipe drained, so the server never blocks on its own logging.
-            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-            return Server { child, url, startup };
-        }
-    }
+    let args = ["serve", "--addr", "127.0.0.1:0", "--data-dir"].map(std::ffi::OsStr::new);
+    let (child, url, mut stderr, startup) = common::spawn_listening(
+        args.into_iter()
+            .chain([dir.as_os_str()])
+            .chain(extra.iter().map(std::ffi::OsStr::new)),
+    );
+    // Keep the pipe drained, so the server never blocks on its own logging.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Server { child, url, startup }
+}
+
+/// [`start_with`] from async code (the start blocks until the start-up line).
+async fn start_async(dir: &Path, extra: &[&str]) -> Server {
+    let dir = dir.to_path_buf();
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || start_with(&dir, &extra.iter().map(String::as_str).collect::<Vec<_>>()))
+        .await
+        .unwrap()
 }
 
 impl Server {
@@ -141,12 +135,7 @@ async fn kill_9_three_times_under_load_loses_and_doubles_nothing() {
     let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
     let next_order = Arc::new(AtomicUsize::new(0));
     for round in 1..=3 {
-        let server = tokio::task::spawn_blocking({
-            let dir = dir.clone();
-            move || start(&dir)
-        })
-        .await
-        .unwrap();
+        let server = start_async(&dir, &[]).await;
         let url = server.url.clone();
         if round > 1 {
             assert!(server.startup.contains("recovered"), "{}", server.startup);
@@ -201,12 +190,7 @@ async fn kill_9_three_times_under_load_loses_and_doubles_nothing() {
                 .unwrap();
         }
 
-        let server = tokio::task::spawn_blocking({
-            let dir = dir.clone();
-            move || start(&dir)
-        })
-        .await
-        .unwrap();
+        let server = start_async(&dir, &[]).await;
         let url = server.url.clone();
         assert!(server.startup.contains("recovered"), "{}", server.startup);
         let snapshot = acked.lock().unwrap().clone();
@@ -385,13 +369,7 @@ async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_
         "--webhook-retries",
         "1h",
     ];
-    let server = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        let flags = flags.map(str::to_string);
-        move || start_with(&dir, &flags.each_ref().map(String::as_str))
-    })
-    .await
-    .unwrap();
+    let server = start_async(&dir, &flags).await;
     // Order A: its three events are acknowledged before the crash.
     pay(&client, &server.url, "hook-a").await.unwrap();
     drained(&client, &server.url).await;
@@ -411,13 +389,7 @@ async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_
 
     // Back up, with the receiver too: B's deliveries resume at once; A's are not repeated.
     receiver.accepting.store(true, Ordering::SeqCst);
-    let server = tokio::task::spawn_blocking({
-        let dir = dir.clone();
-        let flags = flags.map(str::to_string);
-        move || start_with(&dir, &flags.each_ref().map(String::as_str))
-    })
-    .await
-    .unwrap();
+    let server = start_async(&dir, &flags).await;
     assert!(
         server.startup.contains("3 webhook deliveries resumed"),
         "{}",

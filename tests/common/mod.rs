@@ -126,3 +126,40 @@ pub async fn json(resp: Response) -> (u16, Value) {
 pub fn charge_body(order: &str, pm: &str) -> String {
     format!("amount=2000&currency=usd&confirm=true&payment_method={pm}&metadata[order_id]={order}")
 }
+
+/// Starts the `fauxpay` binary with `args` (a `serve` or `merchant` command line) and
+/// reads its stderr up to the start-up line: the child, the URL it listens on, the rest
+/// of its stderr, and everything it printed until then (the start-up line last). The
+/// caller waits for the child.
+#[allow(clippy::zombie_processes)]
+pub fn spawn_listening<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> (
+    std::process::Child,
+    String,
+    std::io::BufReader<std::process::ChildStderr>,
+    String,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("fauxpay starts");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut printed = String::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "fauxpay exited before listening:\n{printed}"
+        );
+        printed.push_str(&line);
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            let url = rest.split_whitespace().next().unwrap().to_string();
+            return (child, url, stderr, printed);
+        }
+    }
+}

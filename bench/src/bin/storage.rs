@@ -72,141 +72,136 @@ fn size_mb(dir: &Path) -> f64 {
     walk(dir) as f64 / 1e6
 }
 
-fn report(engine: &str, durability: &str, n: usize, write_secs: f64, dir: &Path, read: (usize, f64)) {
-    println!(
-        "{engine:<22} {durability:<7} write {:>9.0} records/s   {:>7.1} MB   read back {:>9.0} records/s ({} records)",
-        n as f64 / write_secs,
-        size_mb(dir),
-        read.0 as f64 / read.1,
-        read.0
-    );
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// What one engine did: seconds to write every record, and to read them back.
+struct Measured {
+    write_secs: f64,
+    read: usize,
+    read_secs: f64,
 }
 
-fn fauxpay_log(args: &Args, records: &[Vec<u8>], fsync: Fsync, dir: &Path) -> std::io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-    let (f, _) = file::open(dir, |_, _, _| Ok(())).map_err(std::io::Error::other)?;
-    let log = DataLog::start(f, fsync)?;
-    let parsed: Vec<Record> = records.iter().map(|r| Record::from_bytes(r).unwrap()).collect();
+/// Times `write`, then `read` (which returns how many records it found).
+fn measure(write: impl FnOnce() -> Result<()>, read: impl FnOnce() -> Result<usize>) -> Result<Measured> {
     let started = Instant::now();
-    for group in parsed.chunks(args.group) {
-        let mut last = 0;
-        for r in group {
-            last = log.append(r);
-        }
-        runtime.block_on(log.durable(last)).map_err(std::io::Error::other)?;
-    }
-    log.close();
-    let write = started.elapsed().as_secs_f64();
+    write()?;
+    let write_secs = started.elapsed().as_secs_f64();
     let started = Instant::now();
-    let mut n = 0;
-    file::open(dir, |_, _, payload| {
-        n += usize::from(!payload.is_empty());
-        Ok(())
+    let read = read()?;
+    Ok(Measured {
+        write_secs,
+        read,
+        read_secs: started.elapsed().as_secs_f64(),
     })
-    .map_err(std::io::Error::other)?;
-    let name = match fsync {
-        Fsync::Always => "always",
-        _ => "batch",
-    };
-    report(
-        "fauxpay log",
-        name,
-        records.len(),
-        write,
-        dir,
-        (n, started.elapsed().as_secs_f64()),
-    );
-    Ok(())
 }
 
-fn sqlite(args: &Args, records: &[Vec<u8>], full: bool, dir: &Path) -> rusqlite::Result<()> {
-    std::fs::create_dir_all(dir).ok();
+/// fauxpay's log: `always` is `--fsync always`, else `--fsync batch`.
+fn fauxpay_log(args: &Args, records: &[Vec<u8>], always: bool, dir: &Path) -> Result<Measured> {
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let (f, _) = file::open(dir, |_, _, _| Ok(()))?;
+    let log = DataLog::start(f, if always { Fsync::Always } else { Fsync::Batch })?;
+    let parsed = records
+        .iter()
+        .map(|r| Record::from_bytes(r))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    measure(
+        || {
+            for group in parsed.chunks(args.group) {
+                let last = group.iter().fold(0, |_, r| log.append(r));
+                runtime.block_on(log.durable(last))?;
+            }
+            log.close();
+            Ok(())
+        },
+        || {
+            let mut n = 0;
+            file::open(dir, |_, _, payload| {
+                n += usize::from(!payload.is_empty());
+                Ok(())
+            })?;
+            Ok(n)
+        },
+    )
+}
+
+/// SQLite in WAL mode: `always` is `synchronous=FULL` (the WAL synced at every commit),
+/// else `NORMAL` (synced at checkpoints).
+fn sqlite(args: &Args, records: &[Vec<u8>], always: bool, dir: &Path) -> Result<Measured> {
+    std::fs::create_dir_all(dir)?;
     let mut db = rusqlite::Connection::open(dir.join("log.sqlite"))?;
     db.pragma_update(None, "journal_mode", "WAL")?;
-    // FULL syncs the WAL at every commit (`always`); NORMAL syncs at checkpoints (`batch`).
-    db.pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })?;
+    db.pragma_update(None, "synchronous", if always { "FULL" } else { "NORMAL" })?;
     db.execute("CREATE TABLE log (seq INTEGER PRIMARY KEY, record BLOB NOT NULL)", [])?;
-    let started = Instant::now();
-    for group in records.chunks(args.group) {
-        let tx = db.transaction()?;
-        {
-            let mut insert = tx.prepare_cached("INSERT INTO log (record) VALUES (?1)")?;
-            for r in group {
-                insert.execute([r])?;
+    measure(
+        || {
+            for group in records.chunks(args.group) {
+                let tx = db.transaction()?;
+                {
+                    let mut insert = tx.prepare_cached("INSERT INTO log (record) VALUES (?1)")?;
+                    for r in group {
+                        insert.execute([r])?;
+                    }
+                }
+                tx.commit()?;
             }
-        }
-        tx.commit()?;
-    }
-    let write = started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let mut n = 0;
-    {
-        let mut scan = db.prepare("SELECT record FROM log ORDER BY seq")?;
-        let mut rows = scan.query([])?;
-        while let Some(row) = rows.next()? {
-            let r: Vec<u8> = row.get(0)?;
-            n += usize::from(!r.is_empty());
-        }
-    }
-    let name = if full { "always" } else { "batch" };
-    report(
-        "SQLite (WAL)",
-        name,
-        records.len(),
-        write,
-        dir,
-        (n, started.elapsed().as_secs_f64()),
-    );
-    Ok(())
+            Ok(())
+        },
+        // As recovery would: a new connection reading the whole log.
+        || {
+            let db = rusqlite::Connection::open(dir.join("log.sqlite"))?;
+            let mut scan = db.prepare("SELECT record FROM log ORDER BY seq")?;
+            let mut rows = scan.query([])?;
+            let mut n = 0;
+            while let Some(row) = rows.next()? {
+                n += usize::from(!row.get::<_, Vec<u8>>(0)?.is_empty());
+            }
+            Ok(n)
+        },
+    )
 }
 
 const LOG: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("log");
 
-fn redb_store(args: &Args, records: &[Vec<u8>], immediate: bool, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir).ok();
-    let db = redb::Database::create(dir.join("log.redb"))?;
-    let started = Instant::now();
-    let mut seq = 0u64;
-    for group in records.chunks(args.group) {
-        let mut tx = db.begin_write()?;
-        // Immediate: synced at commit (`always`); None: not synced (`batch`, `never`).
-        tx.set_durability(if immediate {
-            redb::Durability::Immediate
-        } else {
-            redb::Durability::None
-        });
-        {
-            let mut table = tx.open_table(LOG)?;
-            for r in group {
-                seq += 1;
-                table.insert(seq, r.as_slice())?;
-            }
-        }
-        tx.commit()?;
-    }
-    let write = started.elapsed().as_secs_f64();
-    let started = Instant::now();
+/// redb: `always` is `Durability::Immediate` (synced at commit), else `None`.
+fn redb_store(args: &Args, records: &[Vec<u8>], always: bool, dir: &Path) -> Result<Measured> {
     use redb::ReadableTable;
-    let tx = db.begin_read()?;
-    let table = tx.open_table(LOG)?;
-    let mut n = 0;
-    for entry in table.iter()? {
-        let (_, v) = entry?;
-        n += usize::from(!v.value().is_empty());
-    }
-    let name = if immediate { "always" } else { "batch" };
-    report(
-        "redb",
-        name,
-        records.len(),
-        write,
-        dir,
-        (n, started.elapsed().as_secs_f64()),
-    );
-    Ok(())
+    std::fs::create_dir_all(dir)?;
+    let db = redb::Database::create(dir.join("log.redb"))?;
+    measure(
+        || {
+            let mut seq = 0u64;
+            for group in records.chunks(args.group) {
+                let mut tx = db.begin_write()?;
+                tx.set_durability(if always {
+                    redb::Durability::Immediate
+                } else {
+                    redb::Durability::None
+                });
+                {
+                    let mut table = tx.open_table(LOG)?;
+                    for r in group {
+                        seq += 1;
+                        table.insert(seq, r.as_slice())?;
+                    }
+                }
+                tx.commit()?;
+            }
+            Ok(())
+        },
+        || {
+            let tx = db.begin_read()?;
+            let mut n = 0;
+            for entry in tx.open_table(LOG)?.iter()? {
+                n += usize::from(!entry?.1.value().is_empty());
+            }
+            Ok(n)
+        },
+    )
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type Engine = fn(&Args, &[Vec<u8>], bool, &Path) -> Result<Measured>;
+
+fn main() -> Result<()> {
     let args = Args::parse();
     let records: Vec<Vec<u8>> = (0..args.records).map(record).collect();
     println!(
@@ -215,19 +210,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         records.iter().map(Vec::len).sum::<usize>() / records.len().max(1),
         args.group
     );
-    let fresh = |name: &str| {
-        let d = args.dir.join(name);
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    };
-    for fsync in [Fsync::Batch, Fsync::Always] {
-        fauxpay_log(&args, &records, fsync, &fresh(&format!("log-{fsync:?}")))?;
-    }
-    for full in [false, true] {
-        sqlite(&args, &records, full, &fresh(&format!("sqlite-{full}")))?;
-    }
-    for immediate in [false, true] {
-        redb_store(&args, &records, immediate, &fresh(&format!("redb-{immediate}")))?;
+    let engines: [(&str, Engine); 3] = [
+        ("fauxpay log", fauxpay_log),
+        ("SQLite (WAL)", sqlite),
+        ("redb", redb_store),
+    ];
+    for (name, engine) in engines {
+        for always in [false, true] {
+            let dir = args.dir.join(format!("{name}-{always}").replace([' ', '(', ')'], ""));
+            let _ = std::fs::remove_dir_all(&dir);
+            let m = engine(&args, &records, always, &dir)?;
+            println!(
+                "{name:<22} {:<7} write {:>9.0} records/s   {:>7.1} MB   read back {:>9.0} records/s ({} records)",
+                if always { "always" } else { "batch" },
+                records.len() as f64 / m.write_secs,
+                size_mb(&dir),
+                m.read as f64 / m.read_secs,
+                m.read
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&args.dir);
     Ok(())
