@@ -142,24 +142,11 @@ fauxpay_rps() {
 
 # peer_row NAME LABEL TARGET: ABBA pairs fauxpay / peer, a row with the ratio.
 peer_row() {
-  local i a b ratios=() as=() bs=()
-  for i in $(seq "$RUNS"); do
-    if [ $((i % 2)) = 1 ]; then
-      a=$(fauxpay_rps)
-      b=$(peer_rps "$1")
-    else
-      b=$(peer_rps "$1")
-      a=$(fauxpay_rps)
-    fi
-    as+=("$a")
-    bs+=("$b")
-    ratios+=("$(calc "$a / $b")")
-    echo "  run $i: fauxpay $a, $1 $b" >&2
-  done
+  abba fauxpay_rps "peer_rps $1" fauxpay "$1"
   local r
-  r=$(median "${ratios[@]}")
-  row "peer server: $2; $PROBE" "$(fmt "$(median "${bs[@]}")") req/s" "fauxpay $(fmt "$(median "${as[@]}")") req/s" "$(fmt "$r" 1)" "fauxpay ≥ $3×" "$(ge "$r" "$3")"
-  RAW+=("peer $1: fauxpay req/s ${as[*]}; $1 req/s ${bs[*]}; fauxpay ÷ $1 ${ratios[*]}")
+  r=$(median "${RATIOS[@]}")
+  row "peer server: $2; $PROBE" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "fauxpay $(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$r" 1)" "fauxpay ≥ $3×" "$(ge "$r" "$3")"
+  RAW+=("peer $1: fauxpay req/s ${A_VALUES[*]}; $1 req/s ${B_VALUES[*]}; fauxpay ÷ $1 ${RATIOS[*]}")
 }
 
 # Locust's FastHttpUser sending the same request to fauxpay, one process on the client core.
@@ -228,22 +215,7 @@ for peer in wiremock localstripe; do
 done
 
 echo "== peers: fauxpay load vs Locust $LOCUST_VERSION FastHttpUser ($LOAD_USERS users, ${LOAD_SECS}s, one client core)" >&2
-as=()
-bs=()
-ratios=()
-for i in $(seq "$RUNS"); do
-  if [ $((i % 2)) = 1 ]; then
-    a=$(load_rps)
-    b=$(locust_rps)
-  else
-    b=$(locust_rps)
-    a=$(load_rps)
-  fi
-  as+=("$a")
-  bs+=("$b")
-  ratios+=("$(calc "$a / $b")")
-  echo "  run $i: fauxpay load $a/s, Locust $b/s" >&2
-done
-r=$(median "${ratios[@]}")
-row "peer client: Locust $LOCUST_VERSION FastHttpUser (one process)" "$(fmt "$(median "${bs[@]}")")/s" "fauxpay load $(fmt "$(median "${as[@]}")")/s" "$(fmt "$r" 1)" "fauxpay load ≥ 6.6×" "$(ge "$r" 6.6)"
-RAW+=("peer locust: fauxpay load attempts/s ${as[*]}; Locust req/s ${bs[*]}; fauxpay load ÷ Locust ${ratios[*]}")
+abba load_rps locust_rps "fauxpay load /s" "Locust /s"
+r=$(median "${RATIOS[@]}")
+row "peer client: Locust $LOCUST_VERSION FastHttpUser (one process)" "$(fmt "$(median "${B_VALUES[@]}")")/s" "fauxpay load $(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$r" 1)" "fauxpay load ≥ 6.6×" "$(ge "$r" 6.6)"
+RAW+=("peer locust: fauxpay load attempts/s ${A_VALUES[*]}; Locust req/s ${B_VALUES[*]}; fauxpay load ÷ Locust ${RATIOS[*]}")

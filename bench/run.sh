@@ -81,15 +81,33 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- helpers
-# start_server provider|hello: sets SERVER_PID and SERVER_URL.
+# What a browser on the dashboard's overview does (live.js): ask /__fauxpay/ui/live every
+# 2 s and reload the page when it changed (it always does under load).
+dashboard_poller() {
+  while :; do
+    curl -s -o /dev/null "$1/__fauxpay/ui/live"
+    curl -s -o /dev/null "$1/__fauxpay/"
+    sleep 2
+  done
+}
+
+# start_server KIND (provider, hello, or a provider variant below): sets SERVER_PID and
+# SERVER_URL.
 start_server() {
   local kind=$1 log="$WORK/server-$1.log"
+  # provider-durable without $DATA_DIR: a fresh data dir, removed by stop_server.
+  SERVER_SCRATCH=
+  if [ "$kind" = provider-durable ] && [ -z "${DATA_DIR:-}" ]; then
+    SERVER_SCRATCH=$(mktemp -d "$WORK/data.XXXXXX")
+  fi
+  POLLER_PID=
   case $kind in
-    provider) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy >"$log" 2>&1 & ;;
+    # provider-dashboard: with a dashboard open on it (dashboard_poller, on the client core).
+    provider | provider-dashboard) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy >"$log" 2>&1 & ;;
     # The provider delivering every event to $WEBHOOK_URL (a hello-world receiver: 2xx).
     provider-webhook) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --webhook "$WEBHOOK_URL" >"$log" 2>&1 & ;;
-    # The provider keeping its state in $DATA_DIR (--data-dir, --fsync ${FSYNC:-batch}).
-    provider-durable) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --data-dir "$DATA_DIR" --fsync "${FSYNC:-batch}" >"$log" 2>&1 & ;;
+    # The provider keeping its state in a data dir (--fsync ${FSYNC:-batch}).
+    provider-durable) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --data-dir "${DATA_DIR:-$SERVER_SCRATCH}" --fsync "${FSYNC:-batch}" >"$log" 2>&1 & ;;
     # A soak: keys and objects leave memory (--key-ttl $SOAK_KEY_TTL --retain $SOAK_RETAIN).
     provider-soak) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --key-ttl "$SOAK_KEY_TTL" --retain "$SOAK_RETAIN" >"$log" 2>&1 & ;;
     # Room for the held connections and the probes that count them.
@@ -105,17 +123,30 @@ start_server() {
   [ "$kind" = provider-durable ] && tries=1200
   for _ in $(seq "$tries"); do
     SERVER_URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
-    [ -n "$SERVER_URL" ] && return 0
+    [ -n "$SERVER_URL" ] && break
     sleep 0.05
   done
+  if [ -n "$SERVER_URL" ]; then
+    if [ "$kind" = provider-dashboard ]; then
+      taskset -c "$CLIENT_CPU" bash -c "$(declare -f dashboard_poller); dashboard_poller $SERVER_URL" >/dev/null 2>&1 &
+      POLLER_PID=$!
+      echo "$POLLER_PID" >>"$WORK/peer-pids"
+    fi
+    return 0
+  fi
   echo "bench: $kind did not start:" >&2
   cat "$log" >&2
   exit 1
 }
 
 stop_server() {
+  if [ -n "${POLLER_PID:-}" ]; then
+    kill "$POLLER_PID" 2>/dev/null || true
+    wait "$POLLER_PID" 2>/dev/null || true
+  fi
   kill -TERM "$SERVER_PID" 2>/dev/null || true
   wait "$SERVER_PID" 2>/dev/null || true
+  if [ -n "${SERVER_SCRATCH:-}" ]; then rm -rf "$SERVER_SCRATCH"; fi
 }
 
 # A field of a flat JSON object: json '{"a":1}' a → 1
@@ -160,26 +191,60 @@ measure() {
   json "$line" "$4"
 }
 
-# ab SCRIPT CONNECTIONS FIELD: BENCH_RUNS provider/hello pairs in ABBA order; sets
-# A_VALUES, B_VALUES, RATIOS (provider / hello per pair).
-ab() {
+# abba A B NAME_A NAME_B: BENCH_RUNS pairs of two measurements in ABBA order. A and B
+# are commands (split into words, the run's number appended) printing one figure each.
+# Sets A_VALUES, B_VALUES and RATIOS (A / B of each pair).
+abba() {
   A_VALUES=()
   B_VALUES=()
   RATIOS=()
   local i a b
   for i in $(seq "$RUNS"); do
     if [ $((i % 2)) = 1 ]; then
-      a=$(measure provider "$1" "$2" "$3")
-      b=$(measure hello "$1" "$2" "$3")
+      a=$($1 "$i")
+      b=$($2 "$i")
     else
-      b=$(measure hello "$1" "$2" "$3")
-      a=$(measure provider "$1" "$2" "$3")
+      b=$($2 "$i")
+      a=$($1 "$i")
     fi
     A_VALUES+=("$a")
     B_VALUES+=("$b")
     RATIOS+=("$(calc "$a / $b")")
-    echo "  run $i: provider $a, hello $b" >&2
+    echo "  run $i: $3 $a, $4 $b" >&2
   done
+}
+
+# ab SCRIPT CONNECTIONS FIELD: provider/hello pairs of one wrk script (see abba).
+ab() {
+  abba "measure provider $1 $2 $3" "measure hello $1 $2 $3" provider hello
+}
+
+# charges: the running server's charges so far.
+charges() {
+  local n
+  n=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+  echo "${n:-0}"
+}
+
+# fill_payments N MAX_SECS LOG [EACH]: wrk new.lua against the running server until it
+# has made N charges, wrk ends, or MAX_SECS pass; calls the function EACH (if given)
+# after every one-second poll; sets CHARGES.
+fill_payments() {
+  local started wrk_pid
+  started=$(date +%s)
+  BENCH_REQUESTS=$1 timeout $(($2 + 60)) taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$(($2 + 60))s" \
+    -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/$3" 2>&1 &
+  wrk_pid=$!
+  PIDS+=("$wrk_pid")
+  CHARGES=0
+  while kill -0 "$wrk_pid" 2>/dev/null && [ "$CHARGES" -lt "$1" ] && [ $(($(date +%s) - started)) -lt "$2" ]; do
+    sleep 1
+    CHARGES=$(charges)
+    if [ -n "${4:-}" ]; then "$4"; fi
+  done
+  kill "$wrk_pid" 2>/dev/null || true
+  wait "$wrk_pid" 2>/dev/null || true
+  CHARGES=$(charges)
 }
 
 TABLE=()
@@ -243,22 +308,7 @@ if has_row p99; then
     fi
     json "$line" p99_us
   }
-  A_VALUES=()
-  B_VALUES=()
-  RATIOS=()
-  for i in $(seq "$RUNS"); do
-    if [ $((i % 2)) = 1 ]; then
-      a=$(paced_once provider "$i")
-      b=$(paced_once hello "$i")
-    else
-      b=$(paced_once hello "$i")
-      a=$(paced_once provider "$i")
-    fi
-    A_VALUES+=("$a")
-    B_VALUES+=("$b")
-    RATIOS+=("$(calc "$a / $b")")
-    echo "  run $i: provider $a µs, hello $b µs" >&2
-  done
+  abba "paced_once provider" "paced_once hello" "provider (µs)" "hello (µs)"
   r=$(median "${RATIOS[@]}")
   row "provider: p99 at 50% of its peak rate ($RATE req/s, finely paced)" "$(fmt "$(calc "$(median "${A_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$(calc "$(median "${B_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$r" 2)" "≤ 2.00" "$(le "$r" 2)"
   RAW+=("p99 at $RATE req/s (paced, same seed for both in a pair): provider µs ${A_VALUES[*]}; hello µs ${B_VALUES[*]}; ratios ${RATIOS[*]}")
@@ -270,19 +320,9 @@ if has_row memory; then
   sleep 0.5
   rss0=$(rss_kb "$SERVER_PID")
   started=$(date +%s)
-  BENCH_REQUESTS=$PAYMENTS timeout 600 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d600s -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/memory-wrk.log" 2>&1 &
-  WRK_PID=$!
-  PIDS+=("$WRK_PID")
-  charges=0
-  while kill -0 "$WRK_PID" 2>/dev/null && [ "$charges" -lt "$PAYMENTS" ] && [ $(($(date +%s) - started)) -lt 420 ]; do
-    sleep 1
-    charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
-    charges=${charges:-0}
-  done
-  kill "$WRK_PID" 2>/dev/null || true
-  wait "$WRK_PID" 2>/dev/null || true
+  fill_payments "$PAYMENTS" 420 memory-wrk.log
   sleep 1
-  charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+  charges=$(charges)
   rss1=$(rss_kb "$SERVER_PID")
   stop_server
   per=$(calc "($rss1 - $rss0) * 1024 / $charges")
@@ -353,43 +393,19 @@ fi
 if has_row durable; then
   echo "== provider: new payment intents with --data-dir (fsync batch, then always) vs in memory" >&2
   for FSYNC in batch always; do
-    D_VALUES=()
-    M_VALUES=()
-    D_RATIOS=()
-    for i in $(seq "$RUNS"); do
-      DATA_DIR="$WORK/data-$FSYNC-$i"
-      for kind in $([ $((i % 2)) = 1 ] && echo "provider-durable provider" || echo "provider provider-durable"); do
-        v=$(measure "$kind" new.lua "$CONNS" rps)
-        [ "$kind" = provider-durable ] && d=$v || m=$v
-      done
-      rm -rf "$DATA_DIR"
-      D_VALUES+=("$d")
-      M_VALUES+=("$m")
-      D_RATIOS+=("$(calc "$d / $m")")
-      echo "  run $i: --data-dir (fsync $FSYNC) $d req/s, in memory $m req/s" >&2
-    done
-    r=$(median "${D_RATIOS[@]}")
-    row "provider: new payment intent with --data-dir, --fsync $FSYNC" "$(fmt "$(median "${D_VALUES[@]}")") req/s" "$(fmt "$(median "${M_VALUES[@]}")") req/s (memory)" "$(fmt "$r" 2)" "≥ 0.50" "$(ge "$r" 0.50)"
-    RAW+=("durable ($FSYNC): data-dir req/s ${D_VALUES[*]}; memory req/s ${M_VALUES[*]}; ratios ${D_RATIOS[*]}")
+    abba "measure provider-durable new.lua $CONNS rps" "measure provider new.lua $CONNS rps" \
+      "--data-dir (fsync $FSYNC) req/s" "in memory req/s"
+    r=$(median "${RATIOS[@]}")
+    row "provider: new payment intent with --data-dir, --fsync $FSYNC" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s (memory)" "$(fmt "$r" 2)" "≥ 0.50" "$(ge "$r" 0.50)"
+    RAW+=("durable ($FSYNC): data-dir req/s ${A_VALUES[*]}; memory req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
   done
   FSYNC=batch
 
   echo "== provider: recovery of $PAYMENTS payments from --data-dir" >&2
   DATA_DIR="$WORK/data-recovery"
   start_server provider-durable
-  started=$(date +%s)
-  BENCH_REQUESTS=$PAYMENTS timeout 900 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d900s -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/durable-wrk.log" 2>&1 &
-  WRK_PID=$!
-  PIDS+=("$WRK_PID")
-  charges=0
-  while kill -0 "$WRK_PID" 2>/dev/null && [ "$charges" -lt "$PAYMENTS" ] && [ $(($(date +%s) - started)) -lt 600 ]; do
-    sleep 1
-    charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
-    charges=${charges:-0}
-  done
-  kill "$WRK_PID" 2>/dev/null || true
-  wait "$WRK_PID" 2>/dev/null || true
-  charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+  fill_payments "$PAYMENTS" 600 durable-wrk.log
+  charges=$CHARGES
   kill -KILL "$SERVER_PID" 2>/dev/null || true
   wait "$SERVER_PID" 2>/dev/null || true
   size=$(du -sm "$DATA_DIR" | cut -f1)
@@ -406,41 +422,11 @@ fi
 
 if has_row dashboard; then
   echo "== provider: new payment intents with a dashboard open (overview, live every 2 s) vs none" >&2
-  # What a browser on the overview does (live.js): ask /__fauxpay/ui/live every 2 s and
-  # reload the page when it changed (it always does under load).
-  dashboard_poller() {
-    while :; do
-      curl -s -o /dev/null "$1/__fauxpay/ui/live"
-      curl -s -o /dev/null "$1/__fauxpay/"
-      sleep 2
-    done
-  }
-  O_VALUES=()
-  C_VALUES=()
-  O_RATIOS=()
-  for i in $(seq "$RUNS"); do
-    for open in $([ $((i % 2)) = 1 ] && echo "yes no" || echo "no yes"); do
-      start_server provider
-      if [ "$open" = yes ]; then
-        taskset -c "$CLIENT_CPU" bash -c "$(declare -f dashboard_poller); dashboard_poller $SERVER_URL" >/dev/null 2>&1 &
-        POLLER_PID=$!
-        PIDS+=("$POLLER_PID")
-        o=$(json "$(wrk_once new.lua "$SERVER_URL" "$CONNS")" rps)
-        kill "$POLLER_PID" 2>/dev/null || true
-        wait "$POLLER_PID" 2>/dev/null || true
-      else
-        c=$(json "$(wrk_once new.lua "$SERVER_URL" "$CONNS")" rps)
-      fi
-      stop_server
-    done
-    O_VALUES+=("$o")
-    C_VALUES+=("$c")
-    O_RATIOS+=("$(calc "$o / $c")")
-    echo "  run $i: dashboard open $o req/s, closed $c req/s" >&2
-  done
-  r=$(median "${O_RATIOS[@]}")
-  row "provider: new payment intent with a dashboard open" "$(fmt "$(median "${O_VALUES[@]}")") req/s" "$(fmt "$(median "${C_VALUES[@]}")") req/s (closed)" "$(fmt "$r" 2)" "≥ 0.95" "$(ge "$r" 0.95)"
-  RAW+=("dashboard: open req/s ${O_VALUES[*]}; closed req/s ${C_VALUES[*]}; ratios ${O_RATIOS[*]}")
+  abba "measure provider-dashboard new.lua $CONNS rps" "measure provider new.lua $CONNS rps" \
+    "dashboard open req/s" "closed req/s"
+  r=$(median "${RATIOS[@]}")
+  row "provider: new payment intent with a dashboard open" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s (closed)" "$(fmt "$r" 2)" "≥ 0.95" "$(ge "$r" 0.95)"
+  RAW+=("dashboard: open req/s ${A_VALUES[*]}; closed req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
 
 if has_row soak; then
@@ -448,23 +434,17 @@ if has_row soak; then
   echo "== provider: RSS over $SOAK_PAYMENTS payments with --key-ttl $SOAK_KEY_TTL --retain $SOAK_RETAIN (wrk new.lua, full speed)" >&2
   start_server provider-soak
   started=$(date +%s)
-  BENCH_REQUESTS=$SOAK_PAYMENTS timeout 1800 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d1800s -s bench/wrk/new.lua "$SERVER_URL" >"$WORK/soak-wrk.log" 2>&1 &
-  WRK_PID=$!
-  PIDS+=("$WRK_PID")
-  charges=0
   rss_first=
-  while kill -0 "$WRK_PID" 2>/dev/null && [ "$charges" -lt "$SOAK_PAYMENTS" ] && [ $(($(date +%s) - started)) -lt 1500 ]; do
-    sleep 1
-    charges=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
-    charges=${charges:-0}
-    if [ -z "$rss_first" ] && [ "$charges" -ge "$PAYMENTS" ]; then
+  # The first sample, once the run has passed BENCH_PAYMENTS.
+  soak_sample() {
+    if [ -z "$rss_first" ] && [ "$CHARGES" -ge "$PAYMENTS" ]; then
       rss_first=$(rss_kb "$SERVER_PID")
-      first_at=$charges
+      first_at=$CHARGES
     fi
-  done
+  }
+  fill_payments "$SOAK_PAYMENTS" 1500 soak-wrk.log soak_sample
+  charges=$CHARGES
   rss_last=$(rss_kb "$SERVER_PID")
-  kill "$WRK_PID" 2>/dev/null || true
-  wait "$WRK_PID" 2>/dev/null || true
   summary=$(curl -s "$SERVER_URL/__fauxpay/summary" | tr -d ' \n')
   stop_server
   if [ -n "$rss_first" ]; then
@@ -532,22 +512,7 @@ if has_row load; then
     stop_server
     calc "$(json "$line" requests) / $(json "$line" duration_secs)"
   }
-  A_VALUES=()
-  B_VALUES=()
-  RATIOS=()
-  for i in $(seq "$RUNS"); do
-    if [ $((i % 2)) = 1 ]; then
-      a=$(load_once)
-      b=$(bare_once)
-    else
-      b=$(bare_once)
-      a=$(load_once)
-    fi
-    A_VALUES+=("$a")
-    B_VALUES+=("$b")
-    RATIOS+=("$(calc "$a / $b")")
-    echo "  run $i: fauxpay load $a, bare goose $b" >&2
-  done
+  abba load_once bare_once "fauxpay load" "bare goose"
   LOAD_PEAK=$(median "${A_VALUES[@]}")
   r=$(median "${RATIOS[@]}")
   row "\`fauxpay load\` attempts/s against the provider" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s" "$(fmt "$r" 2)" "≥ 0.90" "$(ge "$r" 0.90)"
