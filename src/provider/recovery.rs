@@ -46,13 +46,14 @@ impl Summary {
         if self.created {
             return format!("data dir {}: new, empty", dir.display());
         }
+        let count = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let mut line = format!(
-            "data dir {}: recovered {} records ({} writes) in {:.1?}, {} webhook deliveries resumed",
+            "data dir {}: recovered {} ({}) in {:.1?}, {} resumed",
             dir.display(),
-            self.records,
-            self.commits,
+            count(self.records, "record", "records"),
+            count(self.commits, "write", "writes"),
             self.took,
-            self.resumed_deliveries
+            count(self.resumed_deliveries, "webhook delivery", "webhook deliveries"),
         );
         if self.torn_bytes > 0 {
             line.push_str(&format!(
