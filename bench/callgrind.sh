@@ -5,6 +5,7 @@
 #   bench/callgrind.sh new                          # ${CARGO_TARGET_DIR:-target}/release/fauxpay
 #   bench/callgrind.sh replay path/to/fauxpay
 #   BASELINE=/tmp/fauxpay-main bench/callgrind.sh new   # both, and their ratio
+#   bench/callgrind.sh webhook                      # new payments, each event delivered
 #
 # For each binary: starts `fauxpay serve --profile happy` under callgrind on
 # 127.0.0.1 (a free port, read from its start-up line), warms it up, zeroes the counters
@@ -21,7 +22,10 @@
 # baseline). The row `new` is a confirmed payment intent with its own key and order id
 # (what `fauxpay load --template stripe` sends); `replay` is the same request with one
 # key, answered from the idempotency store (the first answer and its first replay are
-# in the warm-up).
+# in the warm-up). `webhook` is the `new` row with `--webhook` to a local 2xx receiver
+# (bench's hello, started outside valgrind): the dump waits until every delivery is
+# acknowledged (`/__fauxpay/webhooks/drain`), so a payment's three deliveries are in its
+# count; the difference from `new` is what delivering costs a payment.
 #
 # Knobs (environment): BENCH_REQUESTS (10000), BENCH_WARMUP (1000 requests),
 # BENCH_CONNECTIONS (64), BENCH_PORT (0: a free port), BENCH_TIMEOUT (900 s per wrk
@@ -39,13 +43,13 @@ from_caller() {
 }
 
 usage() {
-  echo "usage: [BASELINE=path] bench/callgrind.sh new|replay [fauxpay binary]" >&2
+  echo "usage: [BASELINE=path] bench/callgrind.sh new|replay|webhook [fauxpay binary]" >&2
   exit 2
 }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 ROW=$1
 case $ROW in
-  new) SCRIPT=new.lua ;;
+  new | webhook) SCRIPT=new.lua ;;
   replay) SCRIPT=replay.lua ;;
   *) usage ;;
 esac
@@ -76,15 +80,16 @@ if [ ${#missing[@]} != 0 ]; then
     exit 2
   fi
 fi
-for tool in callgrind_control timeout awk ss; do
+for tool in callgrind_control timeout awk ss curl; do
   command -v "$tool" >/dev/null || { echo "callgrind: $tool is missing" >&2; exit 2; }
 done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fauxpay-callgrind.XXXXXX")
 SERVER_PID=
 WRK_PID=
+RECEIVER_PID=
 cleanup() {
-  for p in "$WRK_PID" "$SERVER_PID"; do
+  for p in "$WRK_PID" "$SERVER_PID" "$RECEIVER_PID"; do
     [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true
   done
   wait 2>/dev/null || true
@@ -145,22 +150,55 @@ connections_closed() {
   return 1
 }
 
+# listening LOG PID: the http://127.0.0.1:PORT a process printed to LOG (empty if it died
+# or took over 2 minutes).
+listening() {
+  local url=
+  for _ in $(seq 600); do
+    # "listening on": valgrind's own first lines repeat the command line (--webhook URL).
+    url=$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*' "$1" | head -1 | sed 's/^listening on //' || true)
+    [ -n "$url" ] && break
+    kill -0 "$2" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "$url"
+}
+
+# The webhook row's receiver: bench's hello-world answers every POST with a 200.
+SERVE_ARGS=()
+if [ "$ROW" = webhook ]; then
+  HELLO=$(dirname "$BINARY")/hello
+  [ -x "$HELLO" ] || { echo "callgrind: $HELLO is missing (build it: cargo build --release -p fauxpay-bench --bin hello)" >&2; exit 2; }
+  "$HELLO" 127.0.0.1:0 >"$WORK/receiver.log" 2>&1 &
+  RECEIVER_PID=$!
+  receiver=$(listening "$WORK/receiver.log" "$RECEIVER_PID")
+  [ -n "$receiver" ] || { echo "callgrind: the receiver did not start:" >&2; cat "$WORK/receiver.log" >&2; exit 1; }
+  SERVE_ARGS=(--webhook "$receiver/webhooks/stripe")
+fi
+
+# drained: waits until the server has delivered every event (the webhook row).
+drained() {
+  local answer
+  answer=$(curl -s "$URL/__fauxpay/webhooks/drain?timeout=600s")
+  [[ $answer == *'"drained":true'* ]] || { echo "callgrind: deliveries on $URL did not drain: $answer" >&2; return 1; }
+}
+
+# dump PID: the counters, after the deliveries when there are any.
+dump() {
+  [ "$ROW" != webhook ] || drained
+  control "$1" -d
+}
+
 # measure BINARY LABEL: sets TOTAL (Ir between the zero and the dump).
 measure() {
   local bin=$1 tag log pid dump
   tag=$ROW-$2-$$
   log="$WORK/$tag.log"
   env -u RUST_LOG valgrind --tool=callgrind --callgrind-out-file="$WORK/$tag.out" \
-    "$bin" serve --addr "127.0.0.1:$PORT" --profile happy >"$log" 2>&1 &
+    "$bin" serve --addr "127.0.0.1:$PORT" --profile happy "${SERVE_ARGS[@]}" >"$log" 2>&1 &
   SERVER_PID=$!
   pid=$SERVER_PID
-  URL=
-  for _ in $(seq 600); do
-    URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
-    [ -n "$URL" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
+  URL=$(listening "$log" "$pid")
   [ -n "$URL" ] || { echo "callgrind: $bin did not start:" >&2; cat "$log" >&2; return 1; }
   echo "callgrind: $bin on $URL: $WARMUP warm-up requests, then $REQUESTS counted ($ROW, $CONNS connections)" >&2
 
@@ -168,10 +206,11 @@ measure() {
     wrk_exact 1 1 "warm-$$" # the first answer, alone: concurrent firsts would get 409s
   fi
   wrk_exact "$WARMUP" "$CONNS" "warm-$$"
+  [ "$ROW" != webhook ] || drained
   connections_closed
   control "$pid" -z
   # Dumped before wrk closes its connections: their accepts are counted, their closes not.
-  wrk_exact "$REQUESTS" "$CONNS" "run-$$" control "$pid" -d
+  wrk_exact "$REQUESTS" "$CONNS" "run-$$" dump "$pid"
 
   kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 300); do

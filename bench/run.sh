@@ -293,25 +293,39 @@ if has_row replay; then
 fi
 
 if has_row p99; then
-  RATE=$(fmt "$(calc "$PEAK / 2")")
-  echo "== p99 at 50% of the provider's peak: $RATE req/s (bench paced: Poisson arrivals to the microsecond, $RATE_CONNS connections)" >&2
-  # paced_once KIND: a fresh server, one paced run; its p99 from each request's intended start.
-  paced_once() {
+  # paced_run KIND RATE SEED FIELD: a fresh server, one paced run; FIELD of its summary
+  # (p99_us: from each request's intended start; rps: what it achieved).
+  paced_run() {
     start_server "$1"
     local out line
-    out=$(timeout $((SECS + 60)) taskset -c "$CLIENT_CPU" "$BIN/paced" "$SERVER_URL" --rate "$RATE" \
-      --connections "$RATE_CONNS" --seconds "$SECS" --seed "$2" --run "paced-$RANDOM-$2")
+    out=$(timeout $((SECS * 4 + 60)) taskset -c "$CLIENT_CPU" "$BIN/paced" "$SERVER_URL" --rate "$2" \
+      --connections "$RATE_CONNS" --seconds "$SECS" --seed "$3" --run "paced-$RANDOM-$3")
     stop_server
     line=$(grep '^BENCH ' <<<"$out" | sed 's/^BENCH //')
     if [ "$(json "$line" status_errors)" != 0 ] || [ "$(json "$line" socket_errors)" != 0 ]; then
       echo "bench: paced against $1 saw errors: $line" | tee -a "$WORK/errors" >&2
     fi
-    json "$line" p99_us
+    json "$line" "$4"
+  }
+  # The peak is the paced client's own: asked twice wrk's rate it queues what the
+  # provider cannot take and reports what it achieved. (wrk's 64 saturating connections
+  # reach a higher rate than Poisson arrivals on RATE_CONNS connections, whose requests
+  # batch less; half of wrk's peak was nearly all of the paced client's.)
+  PEAKS=()
+  for i in $(seq "$((RUNS < 3 ? RUNS : 3))"); do
+    PEAKS+=("$(paced_run provider "$(fmt "$(calc "$PEAK * 2")")" "$i" rps)")
+  done
+  PACED_PEAK=$(median "${PEAKS[@]}")
+  RATE=$(fmt "$(calc "$PACED_PEAK / 2")")
+  echo "== p99 at 50% of the provider's peak with the paced client ($(fmt "$PACED_PEAK") req/s): $RATE req/s (bench paced: Poisson arrivals to the microsecond, $RATE_CONNS connections)" >&2
+  # paced_once KIND SEED: the p99 at RATE.
+  paced_once() {
+    paced_run "$1" "$RATE" "$2" p99_us
   }
   abba "paced_once provider" "paced_once hello" "provider (µs)" "hello (µs)"
   r=$(median "${RATIOS[@]}")
-  row "provider: p99 at 50% of its peak rate ($RATE req/s, finely paced)" "$(fmt "$(calc "$(median "${A_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$(calc "$(median "${B_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$r" 2)" "≤ 2.00" "$(le "$r" 2)"
-  RAW+=("p99 at $RATE req/s (paced, same seed for both in a pair): provider µs ${A_VALUES[*]}; hello µs ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  row "provider: p99 at 50% of its peak rate ($RATE of $(fmt "$PACED_PEAK") req/s, finely paced)" "$(fmt "$(calc "$(median "${A_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$(calc "$(median "${B_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$r" 2)" "≤ 2.00" "$(le "$r" 2)"
+  RAW+=("p99 at $RATE req/s (paced; its peak against the provider, asked $(fmt "$(calc "$PEAK * 2")") req/s: ${PEAKS[*]} req/s; same seed for both in a pair): provider µs ${A_VALUES[*]}; hello µs ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
 
 if has_row memory; then
@@ -347,6 +361,9 @@ if has_row webhooks; then
   N_VALUES=()
   W_RATIOS=()
   D_RATES=()
+  E_VALUES=()
+  E_RATIOS=()
+  LAGS=()
   for i in $(seq "$RUNS"); do
     for kind in $([ $((i % 2)) = 1 ] && echo "provider-webhook provider" || echo "provider provider-webhook"); do
       start_server "$kind"
@@ -354,9 +371,14 @@ if has_row webhooks; then
       line=$(wrk_once new.lua "$SERVER_URL" "$CONNS")
       if [ "$kind" = provider-webhook ]; then
         w=$(json "$line" rps)
+        sent=$(date +%s.%N)
+        # Deliveries run at the lowest CPU priority: what the run left queued goes out now.
         drained=$(curl -s "$SERVER_URL/__fauxpay/webhooks/drain?timeout=120s")
-        elapsed=$(calc "$(date +%s.%N) - $started")
+        now=$(date +%s.%N)
+        elapsed=$(calc "$now - $started")
+        LAGS+=("$(calc "$now - $sent")")
         D_RATES+=("$(calc "$(json "$drained" delivered) / $elapsed")")
+        e=$(calc "$(json "$line" requests) / $elapsed")
       else
         n=$(json "$line" rps)
       fi
@@ -365,13 +387,19 @@ if has_row webhooks; then
     W_VALUES+=("$w")
     N_VALUES+=("$n")
     W_RATIOS+=("$(calc "$w / $n")")
-    echo "  run $i: with a webhook $w req/s, without $n req/s" >&2
+    E_VALUES+=("$e")
+    E_RATIOS+=("$(calc "$e / $n")")
+    echo "  run $i: with a webhook $w req/s (every delivery acknowledged ${LAGS[-1]} s after the run), without $n req/s" >&2
   done
   r=$(median "${W_RATIOS[@]}")
   row "provider: new payment intent, one webhook endpoint delivering" "$(fmt "$(median "${W_VALUES[@]}")") req/s" "$(fmt "$(median "${N_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
+  # The same runs counted until the last delivery: what the CPU does per payment with
+  # its three deliveries (they wait while the API saturates the core, then drain).
+  r=$(median "${E_RATIOS[@]}")
+  row "provider: payments with all 3 deliveries acknowledged, per s (run + drain, $(fmt "$(median "${LAGS[@]}")" 1) s)" "$(fmt "$(median "${E_VALUES[@]}")")/s" "$(fmt "$(median "${N_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
   d=$(median "${D_RATES[@]}")
   row "provider: webhook deliveries to a local 2xx receiver (3 per payment)" "$(fmt "$d")/s" "—" "—" "≥ 10,000/s" "$(ge "$d" 10000)"
-  RAW+=("webhooks: with req/s ${W_VALUES[*]}; without req/s ${N_VALUES[*]}; ratios ${W_RATIOS[*]}; deliveries/s (wrk run + drain) ${D_RATES[*]}")
+  RAW+=("webhooks: with req/s ${W_VALUES[*]}; without req/s ${N_VALUES[*]}; ratios ${W_RATIOS[*]}; drained s after the run ${LAGS[*]}; payments/s until the last delivery ${E_VALUES[*]} (ratios ${E_RATIOS[*]}); deliveries/s (wrk run + drain) ${D_RATES[*]}")
   # Delivery latency at 1,000 events/s: 333 payments/s (3 events each) from the paced
   # client, then the delivery log's send → 2xx times (the queue wait before sending is
   # not in them; at this rate the queue is empty).

@@ -3,7 +3,8 @@
 //! its definition (not the provider's) and with async-stripe's `Webhook::construct_event`;
 //! retries after a 500 and after a timeout; every delivery fault kind, decided the same
 //! under two concurrencies; no event for an idempotent replay; two `succeeded` events for
-//! a double charge; nothing lost while the receiver is down.
+//! a double charge; nothing lost while the receiver is down; each event once to a
+//! receiver that closes every connection after one answer.
 
 mod common;
 
@@ -414,6 +415,79 @@ async fn nothing_is_lost_while_the_receiver_is_down() {
     ids.dedup();
     assert_eq!(ids.len(), 15, "every event arrived");
     assert_eq!(events(&h, "delivery_success=false").await.len(), 0);
+}
+
+/// A receiver written on raw TCP that answers one request per connection and closes it
+/// without saying so (no `Connection: close`), as a server with a short keep-alive does:
+/// the provider's pooled connections go stale under it. Counts each event id it got.
+async fn one_request_per_connection(listener: TcpListener, got: Arc<Mutex<HashMap<String, u32>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        let got = got.clone();
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let body = loop {
+                let n = socket.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("a delivery has a Content-Length");
+                if buf.len() >= end + 4 + length {
+                    break buf[end + 4..end + 4 + length].to_vec();
+                }
+            };
+            let event: Value = serde_json::from_slice(&body).expect("a delivery is JSON");
+            *got.lock()
+                .unwrap()
+                .entry(event["id"].as_str().unwrap().to_string())
+                .or_default() += 1;
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+            // Dropped: closed without a word.
+        });
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_that_closes_every_connection_gets_each_event_once() {
+    let l = listener().await;
+    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(HashMap::new()));
+    tokio::spawn(one_request_per_connection(l, got.clone()));
+    // No retries: a stale pooled connection must not cost a delivery its attempt.
+    let h = Harness::start(config(&url, &[], 4)).await;
+    for i in 0..20 {
+        pay(&h, &format!("close-{i}"), &format!("close-key-{i}")).await;
+        // Some payments' deliveries meet connections the receiver has closed by now.
+        if i % 2 == 1 {
+            assert_eq!(drain(&h, "10s").await["drained"], true);
+        }
+    }
+    let drained = drain(&h, "10s").await;
+    assert_eq!(
+        (
+            drained["drained"].as_bool(),
+            drained["delivered"].as_u64(),
+            drained["failed"].as_u64()
+        ),
+        (Some(true), Some(60), Some(0)),
+        "{drained}"
+    );
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 60, "every event arrived");
+    assert!(got.values().all(|n| *n == 1), "each exactly once: {got:?}");
 }
 
 const FAULTS: &str = r#"name = "webhook-faults"
