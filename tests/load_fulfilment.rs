@@ -6,7 +6,8 @@
 //! POSTs it to the merchant — twice, or not at all for some orders — then says the queue
 //! is drained. The double and missed fulfilment counts must equal the merchants' own
 //! truth (`GET /orders/{id}` of every order), gates and exit codes must follow, and the
-//! report files and `report merge` must carry them.
+//! report files and `report merge` must carry them. One test drops the relay: the
+//! provider's own deliveries under the `duplicate-webhooks` profile.
 
 mod merchant_common;
 
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -22,7 +24,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use fauxpay::merchant::webhook::WebhookSecret;
-use fauxpay::merchant::{RunningMerchant, Strategy};
+use fauxpay::merchant::{MerchantConfig, RunningMerchant, Strategy};
+use fauxpay::provider::config::WebhookTarget;
+use fauxpay::provider::webhooks::Settings;
+use fauxpay::provider::{Config, RunningProvider};
 use merchant_common::*;
 use parking_lot::Mutex;
 use reqwest::Client;
@@ -392,6 +397,77 @@ async fn double_and_missed_fulfilments_equal_the_merchants_truth() {
         .filter(|(n, _)| n.contains("fulfillments"))
         .collect();
     assert_eq!(gates, [("double fulfillments", false), ("missed fulfillments", false)]);
+    let _ = provider.shutdown().await;
+}
+
+/// The provider's own deliveries, no relay: `fauxpay serve --profile duplicate-webhooks`
+/// (every `payment_intent.succeeded` twice at once, 30% of events delayed past later ones,
+/// 20% of first acknowledgements lost and retried) delivering to a naive and an idempotent
+/// merchant. The load generator's double and missed fulfilment counts equal each
+/// merchant's own truth: naive ships every order at least twice, idempotent each once.
+#[tokio::test]
+async fn under_duplicate_webhooks_the_providers_own_deliveries_are_counted_as_the_merchants_saw_them() {
+    let strategies = [Strategy::Naive, Strategy::Idempotent];
+    let mut listeners = Vec::new();
+    for _ in strategies {
+        listeners.push(tokio::net::TcpListener::bind(any_port()).await.unwrap());
+    }
+    let profile = "duplicate-webhooks";
+    let provider = RunningProvider::start(
+        Config {
+            profile: fauxpay::faults::bundled::load(profile).unwrap(),
+            profile_source: fauxpay::faults::bundled::text(profile).unwrap().to_string(),
+            webhooks: listeners
+                .iter()
+                .map(|l| WebhookTarget {
+                    url: format!("http://{}/webhooks/stripe", l.local_addr().unwrap()),
+                    secret: SECRET.into(),
+                })
+                .collect(),
+            delivery: Settings {
+                retries: vec![Duration::from_millis(100), Duration::from_millis(300)],
+                ..Settings::default()
+            },
+            ..Config::default()
+        },
+        any_port(),
+    )
+    .await
+    .unwrap();
+    let mut merchants = Vec::new();
+    for (strategy, listener) in strategies.into_iter().zip(listeners) {
+        let mut config = MerchantConfig::new(strategy, provider.url());
+        config.provider_timeout = Duration::from_millis(800);
+        config.webhook_secret = Some(WebhookSecret::parse(SECRET).unwrap());
+        merchants.push(RunningMerchant::start_on(config, listener).await.unwrap());
+    }
+    for m in &merchants {
+        let run_id = format!("dup-hooks-{}", m.strategy.as_str());
+        let run = load(&run_id, &m.url(), &provider.url(), &[]).await;
+        let report = run.report();
+        assert_eq!(report["payments"], 18, "{}", run.stdout);
+        assert_eq!(report["fulfillment"]["checked"], true, "{}", run.stdout);
+        assert_eq!(report["fulfillment"]["probed"], 18, "{}", run.stdout);
+        let (double, missed) = truth(m, &run).await;
+        let a = &report["anomalies"];
+        assert_eq!(a["double_fulfillments"]["count"], double, "{}", run.stdout);
+        assert_eq!(a["missed_fulfillments"]["count"], missed, "{}", run.stdout);
+        match m.strategy {
+            Strategy::Naive => {
+                assert_eq!((double, missed), (18, 0), "{}", run.stdout);
+                assert_eq!(run.code, 1, "{}", run.stdout);
+                let story = a["double_fulfillments"]["examples"][0]["story"].as_str().unwrap();
+                assert!(story.contains("duplicate"), "the story names the fault: {story}");
+            }
+            _ => {
+                assert_eq!((double, missed), (0, 0), "{}", run.stdout);
+                assert_eq!(run.code, 0, "{}", run.stdout);
+            }
+        }
+    }
+    for m in merchants {
+        m.shutdown().await;
+    }
     let _ = provider.shutdown().await;
 }
 
