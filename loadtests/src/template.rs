@@ -427,8 +427,12 @@ impl Template {
     }
 
     /// [`Template::payment_id`] of an answer's raw body, without building its JSON
-    /// tree: each pointer is followed while the body is read (the rest is skipped, not
-    /// kept), and only the id found is copied. `None` when the body is not JSON.
+    /// tree: each pointer is followed while the body is read, and reading stops at the id
+    /// (a Stripe object's first key), so the rest of the body is not scanned; only the id
+    /// is copied. It differs from parsing the whole body only for bodies no API sends:
+    /// with duplicate keys the first wins, and what follows the id is not checked
+    /// (reqwest has already refused a body cut short by the connection). `None` when no
+    /// pointer leads to a string in a body that is JSON up to that point.
     pub fn payment_id_in(&self, body: &[u8]) -> Option<String> {
         self.payment_id.iter().find_map(|p| pointer::find_str(body, p))
     }
@@ -436,12 +440,13 @@ impl Template {
 
 /// Following a JSON pointer through a document as it is parsed.
 mod pointer {
+    use std::cell::Cell;
     use std::fmt;
 
     use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
     /// The string `pointer` (RFC 6901, as `serde_json::Value::pointer` reads it) names
-    /// in `json`, if the whole of `json` is a JSON document and that value is a string.
+    /// in `json`, read until that string (see [`super::Template::payment_id_in`]).
     pub fn find_str(json: &[u8], pointer: &str) -> Option<String> {
         let tokens: Vec<String> = if pointer.is_empty() {
             Vec::new()
@@ -452,20 +457,32 @@ mod pointer {
                 .map(|t| t.replace("~1", "/").replace("~0", "~"))
                 .collect()
         };
+        let found = Cell::new(None);
         let mut de = serde_json::Deserializer::from_slice(json);
-        let found = Follow(&tokens).deserialize(&mut de).ok()?;
-        de.end().ok()?;
-        found
+        // Finding the string ends the parse with an error: the string is in `found`.
+        let _ = Follow(&tokens, &found).deserialize(&mut de);
+        found.into_inner()
     }
 
-    /// Follows the remaining tokens into the next value.
-    struct Follow<'a>(&'a [String]);
+    /// Follows the remaining tokens into the next value; the string at their end goes
+    /// into the cell, and the parse stops there.
+    struct Follow<'a>(&'a [String], &'a Cell<Option<String>>);
 
     impl<'de> DeserializeSeed<'de> for Follow<'_> {
-        type Value = Option<String>;
+        type Value = ();
 
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
             d.deserialize_any(self)
+        }
+    }
+
+    impl Follow<'_> {
+        fn found<E: serde::de::Error>(&self, v: impl Into<String>) -> Result<(), E> {
+            if !self.0.is_empty() {
+                return Ok(());
+            }
+            self.1.set(Some(v.into()));
+            Err(E::custom("found"))
         }
     }
 
@@ -479,70 +496,68 @@ mod pointer {
     }
 
     impl<'de> Visitor<'de> for Follow<'_> {
-        type Value = Option<String>;
+        type Value = ();
 
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             f.write_str("a JSON value")
         }
 
-        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-            Ok(self.0.is_empty().then(|| v.to_string()))
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+            self.found(v)
         }
 
-        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-            Ok(self.0.is_empty().then_some(v))
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<(), E> {
+            self.found(v)
         }
 
-        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
         }
 
-        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
         }
 
-        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
         }
 
-        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
         }
 
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
         }
 
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
             let Some((first, rest)) = self.0.split_first() else {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(None);
+                return Ok(());
             };
-            // The last of duplicate keys wins, as in a parsed `Value`.
-            let mut found = None;
             while let Some(is_it) = map.next_key_seed(KeyIs(first))? {
                 if is_it {
-                    found = map.next_value_seed(Follow(rest))?;
+                    map.next_value_seed(Follow(rest, self.1))?;
                 } else {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
-            Ok(found)
+            Ok(())
         }
 
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
             let target = self
                 .0
                 .split_first()
                 .and_then(|(first, rest)| Some((index(first)?, rest)));
-            let mut found = None;
             let mut i = 0;
             loop {
                 match target {
-                    Some((t, rest)) if t == i => match seq.next_element_seed(Follow(rest))? {
-                        Some(f) => found = f,
-                        None => break,
-                    },
+                    Some((t, rest)) if t == i => {
+                        if seq.next_element_seed(Follow(rest, self.1))?.is_none() {
+                            break;
+                        }
+                    }
                     _ => {
                         if seq.next_element::<IgnoredAny>()?.is_none() {
                             break;
@@ -551,7 +566,7 @@ mod pointer {
                 }
                 i += 1;
             }
-            Ok(found)
+            Ok(())
         }
     }
 
@@ -591,10 +606,8 @@ mod tests {
             br#"{"error":{"type":"card_error","payment_intent":{"id":"pi_2","x":[1,{"id":3}]}}}"#,
             br#"{"error":{"type":"api_error"}}"#,
             br#"{"id":5}"#,
-            br#"{"id":"a"b\u00e9"}"#,
-            br#"{"id":"first","id":"second"}"#,
-            br#"{"id":"pi_1"} trailing"#,
-            br#"{"id":"pi_1""#,
+            br#"{"id":"a\u00e9"}"#,
+            br#"{"id" pi_1}"#,
             b"[1,2]",
             b"",
             b"  {\"id\" : \"spaced\" }  ",
@@ -604,6 +617,21 @@ mod tests {
                 .ok()
                 .and_then(|v| t.payment_id(&v));
             assert_eq!(t.payment_id_in(body), parsed, "{}", String::from_utf8_lossy(body));
+        }
+        // Reading stops at the id: the first of duplicate keys wins, and what follows it
+        // is not read (a parsed `Value` would say "second", and None for the other two).
+        for (body, id) in [
+            (&br#"{"id":"first","id":"second"}"#[..], "first"),
+            (br#"{"id":"pi_1"} trailing"#, "pi_1"),
+            (br#"{"id":"a"b\u00e9"}"#, "a"),
+            (br#"{"id":"pi_1","object":"payment_intent","amount":"#, "pi_1"),
+        ] {
+            assert_eq!(
+                t.payment_id_in(body).as_deref(),
+                Some(id),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
         for (json, p) in [
             (r#"{"data":[{"id":"x"},{"id":"y"}]}"#, "/data/1/id"),
