@@ -2,7 +2,8 @@
 //! idempotency keys, `kill -9` at seeded moments three times in a row, a restart each
 //! time, then every answered payment exists, every retry with its key replays (no new
 //! charge) and the ledger has no duplicate; a torn last write recovers to the last whole
-//! record and says so; a data dir from a newer fauxpay is refused.
+//! record and says so; a data dir from a newer fauxpay is refused, and so is a second
+//! fauxpay on a data dir in use.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -274,6 +275,39 @@ async fn a_torn_last_write_recovers_to_the_last_whole_record_and_says_so() {
     let (_, summary) = get(&client, &server.url, "/__fauxpay/summary").await;
     assert_eq!(summary["charges"], 5);
     server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `fauxpay serve --data-dir DIR` printed and whether it succeeded, when it exits
+/// without serving.
+fn refused(dir: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_second_fauxpay_on_a_data_dir_in_use_is_refused_and_the_first_keeps_it() {
+    let dir = data_dir("in-use");
+    let first = start(&dir);
+    let (ok, stderr) = refused(&dir);
+    assert!(!ok);
+    assert!(
+        stderr.contains("another fauxpay is using it") && stderr.contains("refusing to start a second writer"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    // The lock goes with the process, however it ends: after kill -9 the dir opens again.
+    first.kill_9();
+    let second = start(&dir);
+    second.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -26,6 +26,8 @@ pub enum DataDirError {
     },
     #[error("data dir {0}: {1} is not a fauxpay data file (it does not start with FAUXPAYL); refusing to use it")]
     NotOurs(PathBuf, PathBuf),
+    #[error("data dir {0}: another fauxpay is using it ({1} is locked); refusing to start a second writer")]
+    InUse(PathBuf, PathBuf),
     #[error("data dir {dir}: written by a newer fauxpay (schema {found}; this one reads up to {SCHEMA_VERSION}); refusing to use it")]
     Newer { dir: PathBuf, found: u32 },
     #[error("data dir {dir}: the record at byte {offset} is corrupt ({why}) and {after} bytes follow it, so this is not a torn last write; refusing to start (move {file} away to start empty)")]
@@ -72,6 +74,22 @@ fn io(dir: &Path) -> impl Fn(std::io::Error) -> DataDirError + '_ {
     }
 }
 
+/// Takes the log's lock (`flock`, exclusive, not waiting): two processes appending to
+/// one log would interleave their records. The lock is the open file's, so it ends with
+/// the writer (or the process, however it dies). A file system without `flock` (some
+/// network mounts) is used without it, with a warning.
+fn lock(file: &File, dir: &Path, path: &Path) -> Result<(), DataDirError> {
+    use rustix::fs::{flock, FlockOperation};
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(DataDirError::InUse(dir.to_path_buf(), path.to_path_buf())),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "the data dir's log cannot be locked: nothing stops a second fauxpay from using it");
+            Ok(())
+        }
+    }
+}
+
 /// Opens the data dir's log (creating the dir and an empty log if needed), calls
 /// `each(index, offset, payload)` for every whole frame in order, cuts a torn tail, and
 /// returns the file positioned for appending.
@@ -88,6 +106,7 @@ pub fn open(
         .truncate(false)
         .open(&path)
         .map_err(io(dir))?;
+    lock(&file, dir, &path)?;
     let len = file.metadata().map_err(io(dir))?.len();
     let mut found = Recovered::default();
     if len < HEADER_LEN {
