@@ -6,7 +6,6 @@
 //! fauxpay on a data dir in use.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -323,18 +322,8 @@ fn a_data_dir_of_a_newer_fauxpay_or_of_something_else_is_refused() {
         (b"name,amount\n".to_vec(), "not a fauxpay data file"),
     ] {
         std::fs::write(dir.join("fauxpay.log"), &contents).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-            .wait_with_output()
-            .unwrap();
-        let mut stderr = String::new();
-        out.stderr.as_slice().read_to_string(&mut stderr).unwrap();
-        assert!(!out.status.success());
+        let (ok, stderr) = refused(&dir);
+        assert!(!ok);
         assert!(stderr.contains(expected), "{stderr}");
         // Refused, never reset.
         assert_eq!(std::fs::read(dir.join("fauxpay.log")).unwrap(), contents);
