@@ -17,7 +17,7 @@
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
 # BENCH_PAYMENTS (1000000; also the payments recovered in the durable row), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
 # BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_BIN (target/release),
-# BENCH_OUT (bench/results.md).
+# BENCH_OUT (bench/results.md; bench/results-peers.md for BENCH_ROWS=peers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +31,12 @@ PAYMENTS=${BENCH_PAYMENTS:-1000000}
 HOLD=${BENCH_HOLD_CONNECTIONS:-10000}
 LOAD_SECS=${BENCH_LOAD_SECONDS:-8}
 LOAD_USERS=${BENCH_LOAD_USERS:-32}
-OUT=${BENCH_OUT:-bench/results.md}
+# The peers alone (BENCH_ROWS=peers) have their own file, so they never replace the main table.
+if [ "${BENCH_ROWS:-}" = peers ]; then
+  OUT=${BENCH_OUT:-bench/results-peers.md}
+else
+  OUT=${BENCH_OUT:-bench/results.md}
+fi
 RATE_CONNS=100
 
 if [ "$(nproc)" -ge 2 ]; then
