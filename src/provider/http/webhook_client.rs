@@ -7,9 +7,12 @@
 //! Used by the delivery engine (`crate::provider::webhooks::delivery`), which decides
 //! what to send, when, and what an answer means.
 //!
-//! A pooled connection the receiver closed while it sat idle can fail a send before the
-//! request leaves; hyper gives the request back then, and it is sent once more on a new
-//! connection (as hyper-util's pool does), so the receiver sees it at most once.
+//! A pooled connection the receiver closed while it sat idle can fail a send. When hyper
+//! gives the request back (it never left) or the connection closed with no answer byte
+//! after it left, the request is sent once more on a new connection, as browsers do on a
+//! reused keep-alive connection. The receiver had closed that connection, so it almost
+//! always never read the request; if it had, it sees the event twice, which is what at
+//! least once means for every webhook receiver.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -52,8 +55,10 @@ pub struct Client {
 /// An `http://` URL split into what a request needs.
 #[derive(Debug, PartialEq, Eq)]
 struct Plain<'a> {
-    /// `host:port`, as connected to and sent in `Host` (port 80 when the URL has none).
+    /// `host:port`, as connected to (port 80 when the URL has none).
     authority: std::borrow::Cow<'a, str>,
+    /// The host (and port) as the URL writes it, for the `Host` header.
+    host: &'a str,
     /// The path and query, `/` at least.
     path: &'a str,
 }
@@ -73,12 +78,13 @@ fn plain(url: &str) -> Option<Plain<'_>> {
         Some(bracket) => authority[bracket..].contains(':'),
         None => authority.contains(':'),
     };
+    let host = authority;
     let authority = if has_port {
         authority.into()
     } else {
         format!("{authority}:80").into()
     };
-    Some(Plain { authority, path })
+    Some(Plain { authority, host, path })
 }
 
 impl Client {
@@ -111,23 +117,28 @@ impl Client {
     }
 
     async fn post_plain(&self, target: &Plain<'_>, signature: String, body: Bytes) -> Result<u16, SendError> {
-        let request = hyper::Request::post(target.path)
-            .header(HOST, &*target.authority)
-            .header(USER_AGENT, USER_AGENT_VALUE)
-            .header(CONTENT_TYPE, JSON_UTF8)
-            .header("stripe-signature", signature)
-            .body(Full::new(body))
-            .map_err(|e| SendError::Failed(format!("invalid request: {e}")))?;
+        let request = || {
+            hyper::Request::post(target.path)
+                .header(HOST, target.host)
+                .header(USER_AGENT, USER_AGENT_VALUE)
+                .header(CONTENT_TYPE, JSON_UTF8)
+                .header("stripe-signature", signature.as_str())
+                .body(Full::new(body.clone()))
+                .map_err(|e| SendError::Failed(format!("invalid request: {e}")))
+        };
         let (mut sender, answer) = match self.checkout(&target.authority) {
-            Some(mut pooled) => match pooled.try_send_request(request).await {
+            Some(mut pooled) => match pooled.try_send_request(request()?).await {
                 Ok(answer) => (pooled, answer),
-                // The idle connection was gone before the request left: a new one.
                 Err(mut e) => match e.take_message() {
+                    // The idle connection was gone before the request left: a new one.
                     Some(request) => self.send_fresh(&target.authority, request).await?,
+                    // It closed with no answer byte after the request left (the receiver
+                    // had closed it while idle): once more on a new connection.
+                    None if e.error().is_incomplete_message() => self.send_fresh(&target.authority, request()?).await?,
                     None => return Err(failed(e.error())),
                 },
             },
-            None => self.send_fresh(&target.authority, request).await?,
+            None => self.send_fresh(&target.authority, request()?).await?,
         };
         let status = answer.status().as_u16();
         let whole = Limited::new(answer.into_body(), MAX_ANSWER_BYTES)
@@ -221,6 +232,12 @@ mod tests {
 
     fn split(url: &str) -> Option<(String, String)> {
         plain(url).map(|p| (p.authority.into_owned(), p.path.to_string()))
+    }
+
+    #[test]
+    fn the_host_header_is_the_host_as_the_url_writes_it() {
+        assert_eq!(plain("http://localhost/hook").unwrap().host, "localhost");
+        assert_eq!(plain("http://127.0.0.1:8080/hook").unwrap().host, "127.0.0.1:8080");
     }
 
     #[test]
