@@ -377,7 +377,7 @@ if has_row webhooks; then
       if [ "$kind" = provider-webhook ]; then
         w=$(json "$line" rps)
         sent=$(date +%s.%N)
-        # Deliveries run at the lowest CPU priority: what the run left queued goes out now.
+        # Deliveries run at a low CPU priority: what the run left queued goes out now.
         drained=$(curl -s "$SERVER_URL/__fauxpay/webhooks/drain?timeout=120s")
         now=$(date +%s.%N)
         elapsed=$(calc "$now - $started")

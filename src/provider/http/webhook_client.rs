@@ -8,8 +8,8 @@
 //! what to send, when, and what an answer means.
 //!
 //! A pooled connection the receiver closed while it sat idle can fail a send. When hyper
-//! gives the request back (it never left) or the connection closed with no answer byte
-//! after it left, the request is sent once more on a new connection, as browsers do on a
+//! gives the request back (it never left) or the connection closed or was reset with no
+//! answer byte after it left, the request is sent once more on a new connection, as browsers do on a
 //! reused keep-alive connection. The receiver had closed that connection, so it almost
 //! always never read the request; if it had, it sees the event twice, which is what at
 //! least once means for every webhook receiver.
@@ -132,9 +132,9 @@ impl Client {
                 Err(mut e) => match e.take_message() {
                     // The idle connection was gone before the request left: a new one.
                     Some(request) => self.send_fresh(&target.authority, request).await?,
-                    // It closed with no answer byte after the request left (the receiver
-                    // had closed it while idle): once more on a new connection.
-                    None if e.error().is_incomplete_message() => self.send_fresh(&target.authority, request()?).await?,
+                    // It closed or was reset with no answer byte after the request left
+                    // (the receiver had closed it while idle): once more on a new one.
+                    None if closed_under_us(e.error()) => self.send_fresh(&target.authority, request()?).await?,
                     None => return Err(failed(e.error())),
                 },
             },
@@ -212,6 +212,15 @@ impl Client {
         answer.bytes().await.map_err(|e| failed(&e))?;
         Ok(status)
     }
+}
+
+/// Whether a send on a reused connection failed because the receiver had closed it: the
+/// connection ended, or was reset, before any byte of an answer.
+fn closed_under_us(e: &hyper::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    e.is_incomplete_message()
+        || io.is_some_and(|io| matches!(io.kind(), ConnectionReset | BrokenPipe | ConnectionAborted))
 }
 
 /// An error and its causes, on one line.
