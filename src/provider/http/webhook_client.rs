@@ -1,20 +1,24 @@
 //! [`Client`]: how a delivery reaches its endpoint. An `http://` endpoint gets an HTTP/1.1
 //! POST over a pool of keep-alive connections per host, made with hyper's client
-//! connection directly: the endpoint's URL is split once into host and path (no URL
-//! parser, redirect policy or proxy matcher on every send). reqwest did all three per
-//! delivery: about 39k instructions a delivery, three deliveries a payment, measured with
-//! `bench/callgrind.sh webhook`. `https://` endpoints go through reqwest and its TLS.
+//! connection directly: the endpoint's URL is split into host and path with a few string
+//! operations (no URL parser, redirect policy or proxy matcher on every send). reqwest
+//! did all three per delivery: about 39k instructions a delivery, three deliveries a
+//! payment, measured with `bench/callgrind.sh webhook`. `https://` endpoints go through
+//! reqwest and its TLS; that client is built on the first one (building it reads the
+//! system's CA certificates, a few milliseconds no provider without such an endpoint
+//! should pay at start).
 //! Used by the delivery engine (`crate::provider::webhooks::delivery`), which decides
 //! what to send, when, and what an answer means.
 //!
 //! A pooled connection the receiver closed while it sat idle can fail a send. When hyper
 //! gives the request back (it never left) or the connection closed or was reset with no
-//! answer byte after it left, the request is sent once more on a new connection, as browsers do on a
-//! reused keep-alive connection. The receiver had closed that connection, so it almost
+//! answer byte after it left, the request is sent once more on a new connection, as
+//! browsers do on a reused keep-alive connection. The receiver had closed that connection, so it almost
 //! always never read the request; if it had, it sees the event twice, which is what at
 //! least once means for every webhook receiver.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,7 +30,7 @@ use parking_lot::Mutex;
 use tokio::net::TcpStream;
 
 /// The `User-Agent` of every delivery (Stripe's, with fauxpay's name).
-pub const USER_AGENT_VALUE: &str = "Stripe/1.0 (+https://stripe.com/docs/webhooks) fauxpay";
+const USER_AGENT_VALUE: &str = "Stripe/1.0 (+https://stripe.com/docs/webhooks) fauxpay";
 const JSON_UTF8: &str = "application/json; charset=utf-8";
 /// The most of a receiver's answer that is read (Stripe ignores the body; a longer one
 /// only costs the connection, which is not reused).
@@ -49,7 +53,8 @@ pub struct Client {
     idle: Mutex<HashMap<Box<str>, Vec<Sender>>>,
     /// The most idle connections kept per host.
     max_idle: usize,
-    tls: reqwest::Client,
+    /// For `https://` endpoints, built on the first.
+    tls: OnceLock<reqwest::Client>,
 }
 
 /// An `http://` URL split into what a request needs.
@@ -90,15 +95,10 @@ fn plain(url: &str) -> Option<Plain<'_>> {
 impl Client {
     /// A client keeping at most `max_idle` idle connections per host.
     pub fn new(max_idle: usize) -> Self {
-        let tls = reqwest::Client::builder()
-            .user_agent(USER_AGENT_VALUE)
-            .pool_max_idle_per_host(max_idle)
-            .build()
-            .unwrap_or_default();
         Self {
             idle: Mutex::default(),
             max_idle,
-            tls,
+            tls: OnceLock::new(),
         }
     }
 
@@ -198,8 +198,14 @@ impl Client {
     }
 
     async fn post_reqwest(&self, url: &str, signature: String, body: Bytes) -> Result<u16, SendError> {
-        let answer = self
-            .tls
+        let tls = self.tls.get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(USER_AGENT_VALUE)
+                .pool_max_idle_per_host(self.max_idle)
+                .build()
+                .unwrap_or_default()
+        });
+        let answer = tls
             .post(url)
             .header(CONTENT_TYPE, JSON_UTF8)
             .header("stripe-signature", signature)

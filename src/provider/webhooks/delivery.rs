@@ -2,7 +2,11 @@
 //! that wants it, queued on that endpoint's lane; each lane runs at most
 //! [`Settings::concurrency`] deliveries at once, as tokio tasks, so the request that
 //! published the event never waits (a full lane only makes the queue longer: nothing is
-//! dropped, nothing blocks).
+//! dropped, nothing blocks). An attempt that fails (not a 2xx, a timeout, a connection
+//! error, or a delivery fault) waits the next step of [`Settings::retries`] and is queued
+//! again; after the last it is logged as given up and its event counted as failed.
+//! [`Webhooks::drain`] waits, woken by every change (no polling), until nothing is queued,
+//! in flight or waiting to retry.
 //!
 //! Deliveries run on their own thread ([`DeliveryThread`]) at a low CPU priority (nice
 //! 10 on Linux): when the API saturates the CPU it keeps ~90% of it, and deliveries
@@ -10,11 +14,7 @@
 //! Stripe); when the CPU has room, as in nearly every run against a real merchant, they
 //! go out at once. Nice 19 starved them behind any busy process: the demo test took 70 s
 //! instead of 10 s next to two CPU-bound processes. Measured in bench/run.sh's `webhooks`
-//! row and bench/notes.md. An attempt that fails (not a 2xx, a timeout, a connection
-//! error, or a delivery fault) waits the next step of [`Settings::retries`] and is queued
-//! again; after the last it is logged as given up and its event counted as failed.
-//! [`Webhooks::drain`] waits, woken by every change (no polling), until nothing is queued,
-//! in flight or waiting to retry.
+//! row and bench/notes.md.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
