@@ -229,11 +229,13 @@ async fn load(name: &str, target: &str, provider: &str, extra: &[&str]) -> Run {
     }
 }
 
+/// The merchants' side of the webhook secret the deliveries are signed with.
+fn with_secret(c: &mut MerchantConfig) {
+    c.webhook_secret = Some(WebhookSecret::parse(SECRET).unwrap());
+}
+
 async fn webhook_merchant(strategy: Strategy, provider_url: &str) -> RunningMerchant {
-    merchant(strategy, provider_url, &Backend::Memory, |c| {
-        c.webhook_secret = Some(WebhookSecret::parse(SECRET).unwrap());
-    })
-    .await
+    merchant(strategy, provider_url, &Backend::Memory, with_secret).await
 }
 
 /// The merchant's truth over the run's orders (from its journal): (orders fulfilled more
@@ -412,11 +414,8 @@ async fn under_duplicate_webhooks_the_providers_own_deliveries_are_counted_as_th
     for _ in strategies {
         listeners.push(tokio::net::TcpListener::bind(any_port()).await.unwrap());
     }
-    let profile = "duplicate-webhooks";
     let provider = RunningProvider::start(
         Config {
-            profile: fauxpay::faults::bundled::load(profile).unwrap(),
-            profile_source: fauxpay::faults::bundled::text(profile).unwrap().to_string(),
             webhooks: listeners
                 .iter()
                 .map(|l| WebhookTarget {
@@ -428,7 +427,7 @@ async fn under_duplicate_webhooks_the_providers_own_deliveries_are_counted_as_th
                 retries: vec![Duration::from_millis(100), Duration::from_millis(300)],
                 ..Settings::default()
             },
-            ..Config::default()
+            ..provider_config("duplicate-webhooks")
         },
         any_port(),
     )
@@ -436,9 +435,7 @@ async fn under_duplicate_webhooks_the_providers_own_deliveries_are_counted_as_th
     .unwrap();
     let mut merchants = Vec::new();
     for (strategy, listener) in strategies.into_iter().zip(listeners) {
-        let mut config = MerchantConfig::new(strategy, provider.url());
-        config.provider_timeout = Duration::from_millis(800);
-        config.webhook_secret = Some(WebhookSecret::parse(SECRET).unwrap());
+        let config = merchant_config(strategy, &provider.url(), &Backend::Memory, with_secret);
         merchants.push(RunningMerchant::start_on(config, listener).await.unwrap());
     }
     for m in &merchants {

@@ -24,14 +24,18 @@ pub fn any_port() -> std::net::SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-/// A provider on a free port with a bundled fault profile.
-pub async fn provider(profile: &str) -> RunningProvider {
-    let config = Config {
+/// A provider's config with a bundled fault profile (the rest default).
+pub fn provider_config(profile: &str) -> Config {
+    Config {
         profile: fauxpay::faults::bundled::load(profile).expect("bundled profile"),
         profile_source: fauxpay::faults::bundled::text(profile).unwrap_or_default().to_string(),
         ..Config::default()
-    };
-    RunningProvider::start(config, any_port())
+    }
+}
+
+/// A provider on a free port with a bundled fault profile.
+pub async fn provider(profile: &str) -> RunningProvider {
+    RunningProvider::start(provider_config(profile), any_port())
         .await
         .expect("provider starts")
 }
@@ -151,6 +155,22 @@ pub fn run_id(name: &str) -> String {
     format!("{name}-o")
 }
 
+/// The config of a merchant of `strategy` against `provider_url` on `backend`, with
+/// short timings.
+pub fn merchant_config(
+    strategy: Strategy,
+    provider_url: &str,
+    backend: &Backend,
+    tweak: impl FnOnce(&mut MerchantConfig),
+) -> MerchantConfig {
+    let mut config = MerchantConfig::new(strategy, provider_url);
+    config.provider_timeout = Duration::from_millis(800);
+    config.reconcile_interval = Duration::from_millis(100);
+    backend.apply(&mut config);
+    tweak(&mut config);
+    config
+}
+
 /// A merchant of `strategy` against `provider_url` on `backend`, with short timings.
 pub async fn merchant(
     strategy: Strategy,
@@ -158,12 +178,7 @@ pub async fn merchant(
     backend: &Backend,
     tweak: impl FnOnce(&mut MerchantConfig),
 ) -> RunningMerchant {
-    let mut config = MerchantConfig::new(strategy, provider_url);
-    config.provider_timeout = Duration::from_millis(800);
-    config.reconcile_interval = Duration::from_millis(100);
-    backend.apply(&mut config);
-    tweak(&mut config);
-    RunningMerchant::start(config, any_port())
+    RunningMerchant::start(merchant_config(strategy, provider_url, backend, tweak), any_port())
         .await
         .expect("merchant starts")
 }
