@@ -243,9 +243,6 @@ pub struct Ledger {
     hasher: Hasher,
     next_seq: AtomicU64,
     blocked_duplicates: AtomicU64,
-    duplicate_groups: AtomicU64,
-    charges: AtomicU64,
-    refunds: AtomicU64,
     /// Correlation ids whose only charge left memory (`--retain`): the summary still
     /// counts them (its other counts and amounts are each shard's [`Totals`]).
     retired_correlation_ids: AtomicU64,
@@ -296,16 +293,21 @@ impl Ledger {
         self.blocked_duplicates.load(Ordering::Relaxed)
     }
 
+    /// Every movement appended since the start (or the last reset), from each shard's
+    /// [`Totals`].
     pub fn counts(&self) -> Counts {
-        Counts {
-            charges: self.charges.load(Ordering::Relaxed),
-            refunds: self.refunds.load(Ordering::Relaxed),
+        let mut counts = Counts { charges: 0, refunds: 0 };
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            counts.charges += shard.totals.charges;
+            counts.refunds += shard.totals.refunds;
         }
+        counts
     }
 
     /// Number of correlation ids with more than one captured charge.
     pub fn duplicate_group_count(&self) -> u64 {
-        self.duplicate_groups.load(Ordering::Relaxed)
+        self.shards.iter().map(|s| s.lock().duplicates.len() as u64).sum()
     }
 
     /// The records matching `filter`, in the order they were appended.
@@ -457,9 +459,6 @@ impl Ledger {
             *shard.lock() = Shard::default();
         }
         self.blocked_duplicates.store(0, Ordering::Relaxed);
-        self.duplicate_groups.store(0, Ordering::Relaxed);
-        self.charges.store(0, Ordering::Relaxed);
-        self.refunds.store(0, Ordering::Relaxed);
         self.retired_correlation_ids.store(0, Ordering::Relaxed);
     }
 }
@@ -478,11 +477,6 @@ impl LedgerEntry<'_> {
     pub fn append(&mut self, kind: MovementKind, m: Movement) -> Arc<LedgerRecord> {
         let seq = self.ledger.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let index = self.shard.records.len();
-        let counter = match kind {
-            MovementKind::Charge => &self.ledger.charges,
-            MovementKind::Refund => &self.ledger.refunds,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
         let mut duplicate = false;
         let mut link = None;
         if let (MovementKind::Charge, Some((hash, latest))) = (kind, self.group) {
@@ -510,7 +504,6 @@ impl LedgerEntry<'_> {
             self.group = Some((hash, Some(index)));
             duplicate = count > 1;
             if count == 2 {
-                self.ledger.duplicate_groups.fetch_add(1, Ordering::Relaxed);
                 if let Some(c) = &self.correlation_id {
                     self.shard.duplicates.push(c.clone());
                 }
