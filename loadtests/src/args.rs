@@ -188,11 +188,7 @@ impl LoadArgs {
             {
                 Ok(id.clone())
             }
-            Some(_) => Err(ConfigError::new(
-                "--run-id",
-                "run-id",
-                "1 to 40 letters, digits, '-' or '_'",
-            )),
+            Some(_) => Err(ConfigError::flag("--run-id", "1 to 40 letters, digits, '-' or '_'")),
             None => {
                 let mut rng = rand::rng();
                 let suffix: String = (0..6)

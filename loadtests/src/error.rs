@@ -1,9 +1,11 @@
 //! Errors of the load generator, by what went wrong: bad configuration (exit 2), an
 //! unreachable target or provider (exit 3), or a failure while running or reporting.
 
-/// A configuration mistake, as one line: where, which field, what was expected.
+/// A configuration mistake, as one line: where, which field, what was expected
+/// (`checkout.toml: path: expected …`; a command-line flag is its own field:
+/// `--users: expected …`).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{source_name}: {field}: expected {expected}")]
+#[error("{source_name}: {}expected {expected}", field_prefix(field))]
 pub struct ConfigError {
     pub source_name: String,
     pub field: String,
@@ -17,6 +19,18 @@ impl ConfigError {
             field: field.to_string(),
             expected: expected.into(),
         }
+    }
+
+    /// A mistake in the value of a command-line flag such as `--users`.
+    pub fn flag(flag: &str, expected: impl Into<String>) -> Self {
+        Self::new(flag, "", expected)
+    }
+}
+
+fn field_prefix(field: &str) -> String {
+    match field {
+        "" => String::new(),
+        f => format!("{f}: "),
     }
 }
 
@@ -57,5 +71,21 @@ impl LoadError {
             path: path.as_ref().display().to_string(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConfigError;
+
+    #[test]
+    fn a_file_names_its_field_and_a_flag_is_its_own_field() {
+        let file = ConfigError::new("checkout.toml", "path", "a path starting with '/'");
+        assert_eq!(
+            file.to_string(),
+            "checkout.toml: path: expected a path starting with '/'"
+        );
+        let flag = ConfigError::flag("--users", "the most checkouts in flight");
+        assert_eq!(flag.to_string(), "--users: expected the most checkouts in flight");
     }
 }

@@ -70,9 +70,8 @@ impl Mix {
             }
         }
         if out.is_empty() {
-            return Err(ConfigError::new(
+            return Err(ConfigError::flag(
                 "--mix",
-                "mix",
                 "at least one behaviour with a weight above 0",
             ));
         }

@@ -351,23 +351,21 @@ fn open_model(args: &LoadArgs, goose: &mut GooseConfiguration, seed: u64) -> Res
         return Ok(None);
     };
     if goose.iterations.is_some() {
-        return Err(ConfigError::new(
+        return Err(ConfigError::flag(
             "--iterations",
-            "iterations",
             "no --iterations with --rate (the rate and --run-time decide how many checkouts start)",
         ));
     }
     let users = goose.users.filter(|u| *u > 0).ok_or_else(|| {
-        ConfigError::new(
+        ConfigError::flag(
             "--users",
-            "users",
             "the most checkouts in flight at once with --rate (as k6's preAllocatedVUs), such as --users 50",
         )
     })?;
     let run_time = goose.run_time.take().unwrap_or_default();
     let duration = goose_time(&run_time)
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| ConfigError::new("--run-time", "run-time", "a time such as 30s, 2m or 1h30m with --rate"))?;
+        .ok_or_else(|| ConfigError::flag("--run-time", "a time such as 30s, 2m or 1h30m with --rate"))?;
     if goose.increase_rate.is_none() && goose.increase_time.is_none() {
         goose.increase_rate = Some(users.to_string());
     }
