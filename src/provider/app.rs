@@ -48,6 +48,18 @@ impl Provider {
         Self::build(config, true)
     }
 
+    /// Makes room for about `payments` confirmed payments: their intents, charges, three
+    /// events each, ledger records, idempotency keys and attempt counters. Recovery sizes
+    /// the tables from the log's length, instead of growing them a rehash at a time.
+    pub fn reserve(&self, payments: usize) {
+        self.payments.intents.reserve(payments);
+        self.payments.charges.reserve(payments);
+        self.payments.events.table.reserve(payments.saturating_mul(3));
+        self.payments.ledger.reserve(payments);
+        self.idempotency.reserve(payments);
+        self.faults.reserve_attempts(payments);
+    }
+
     fn build(config: Config, recovering: bool) -> Arc<Self> {
         // Compile Stripe's spec now, so that no request pays for it.
         schema::spec();

@@ -27,7 +27,7 @@ use crate::provider::error::ApiError;
 use crate::provider::ids::{CorrelationId, IdempotencyKey, ObjectId, RequestId};
 use crate::provider::ledger::now_ms;
 use crate::provider::params::Params;
-use crate::provider::shard::{FastMap, Hasher, Sharded, SHARDS};
+use crate::provider::shard::{self, FastMap, Hasher, Sharded, SHARDS};
 
 /// Requests kept for `GET /__fauxpay/requests`.
 pub const REQUEST_LOG_CAPACITY: usize = 16_384;
@@ -214,6 +214,18 @@ impl FaultInjector {
             log: Sharded::default(),
             log_seq: AtomicU64::new(0),
             counts: Sharded::default(),
+        }
+    }
+
+    /// Makes room for about `n` more counted identities (recovery, from the log's length).
+    pub fn reserve_attempts(&self, n: usize) {
+        let share = shard::per_shard(n);
+        for s in self.attempts.iter() {
+            // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+            let _ = s
+                .lock()
+                .table
+                .try_reserve(share, |c| self.hasher.hash_one(&*c.identity));
         }
     }
 

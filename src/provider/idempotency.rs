@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use super::ids::{ApiKey, IdempotencyKey, ObjectId, RequestId};
 use super::params::Params;
 use super::reply::Reply;
-use super::shard::{Hasher, Sharded};
+use super::shard::{self, Hasher, Sharded};
 
 /// How strictly keys are treated: Stripe's behaviour, or the IETF
 /// `Idempotency-Key` header draft's (422 on a mismatch, RFC 8941 string keys).
@@ -209,6 +209,17 @@ impl Shard {
         });
     }
 
+    fn reserve(&mut self, n: usize, hasher: &Hasher) {
+        // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+        let _ = self.entries.try_reserve(n);
+        let entries = &self.entries;
+        let _ = self.index.try_reserve(n, |&i| {
+            entries[i as usize]
+                .as_ref()
+                .map_or(0, |e| scoped_hash(hasher, &e.api_key, &e.key))
+        });
+    }
+
     fn remove(&mut self, hash: u64, position: usize) {
         if let Ok(found) = self.index.find_entry(hash, |&i| i as usize == position) {
             found.remove();
@@ -256,6 +267,14 @@ impl IdempotencyStore {
             next_token: AtomicU32::new(1),
             epoch: Instant::now(),
         })
+    }
+
+    /// Makes room for about `n` more keys (recovery, from the log's length).
+    pub fn reserve(&self, n: usize) {
+        let share = shard::per_shard(n);
+        for s in self.shards.iter() {
+            s.lock().reserve(share, &self.hasher);
+        }
     }
 
     fn since_epoch(&self, now: Instant) -> i64 {

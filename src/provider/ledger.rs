@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::attempt::Attempt;
 use super::ids::{ChargeId, CorrelationId, IdempotencyKey, PaymentIntentId, RefundId, RequestId, Token};
 use super::money::Currency;
-use super::shard::{Hasher, Sharded};
+use super::shard::{self, Hasher, Sharded};
 
 /// Version of the record and summary JSON: the contract `fauxpay load` reads.
 pub const LEDGER_SCHEMA_VERSION: u32 = 1;
@@ -265,6 +265,22 @@ pub struct LedgerEntry<'a> {
 }
 
 impl Ledger {
+    /// Makes room for about `n` more movements and correlation ids (recovery, from the
+    /// log's length).
+    pub fn reserve(&self, n: usize) {
+        let share = shard::per_shard(n);
+        for s in self.shards.iter() {
+            let mut shard = s.lock();
+            let Shard { records, groups, .. } = &mut *shard;
+            // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+            let _ = records.try_reserve(share);
+            let _ = groups.try_reserve(share, |&j| match &records[j as usize].correlation_id {
+                Some(c) => self.hasher.hash_one(c),
+                None => 0,
+            });
+        }
+    }
+
     /// Locks the shard of `correlation_id` (or, when the movement has none, of
     /// `fallback`, e.g. the payment intent's id) for a check-then-append.
     pub fn entry(&self, correlation_id: Option<&CorrelationId>, fallback: &str) -> LedgerEntry<'_> {

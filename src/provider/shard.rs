@@ -15,6 +15,12 @@ pub const SHARDS: usize = 64;
 /// client-chosen strings and ids, hashed several times per request.
 pub type Hasher = foldhash::fast::RandomState;
 
+/// Each shard's share of `n` items, with room for the hash's uneven spread: what each
+/// shard reserves when a caller knows about how many are coming (recovery).
+pub fn per_shard(n: usize) -> usize {
+    n.div_ceil(SHARDS) + n.div_ceil(SHARDS * 8)
+}
+
 /// A `HashMap` with the fast hasher.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, Hasher>;
 

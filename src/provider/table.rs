@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use hashbrown::HashTable;
 
-use super::shard::{Hasher, Sharded};
+use super::shard::{self, Hasher, Sharded};
 
 /// A value that knows its own key (an object knows its id).
 pub trait Keyed {
@@ -103,6 +103,19 @@ impl<V: Keyed + Clone> Table<V> {
         shard.rows.push((seq, value));
         let Shard { index, rows } = &mut *shard;
         index.insert_unique(hash, position, |&i| self.hasher.hash_one(rows[i as usize].1.key()));
+    }
+
+    /// Makes room for about `n` more objects, so that inserting them never grows the
+    /// shards' rows or indexes (recovery sizes its tables from the log's length).
+    pub fn reserve(&self, n: usize) {
+        let share = shard::per_shard(n);
+        for s in self.shards.iter() {
+            let mut shard = s.lock();
+            let Shard { index, rows } = &mut *shard;
+            // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+            let _ = rows.try_reserve(share);
+            let _ = index.try_reserve(share, |&i| self.hasher.hash_one(rows[i as usize].1.key()));
+        }
     }
 
     pub fn get(&self, key: &V::Key) -> Option<V> {
@@ -228,6 +241,24 @@ mod tests {
 
     fn values(p: &Page<Obj>) -> Vec<u32> {
         p.items.iter().map(|o| o.1).collect()
+    }
+
+    #[test]
+    fn room_made_ahead_keeps_what_is_there_and_takes_what_comes() {
+        let t = table(100);
+        t.reserve(10_000);
+        for i in 101..=5_000 {
+            t.insert(Obj(i, i * 10));
+        }
+        assert_eq!(t.len(), 5_000);
+        assert!((1..=5_000).all(|i| t.get(&i) == Some(Obj(i, i * 10))));
+        let p = t.page(Cursor::Start, 3, |_| true);
+        assert_eq!(values(&p), vec![50_000, 49_990, 49_980], "still newest first");
+        let shares = super::shard::per_shard(10_000);
+        assert!(
+            shares * super::shard::SHARDS >= 10_000 + 10_000 / 8,
+            "each shard's share has headroom"
+        );
     }
 
     #[test]
