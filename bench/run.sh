@@ -181,7 +181,8 @@ wrk_once() {
   out=$(timeout $((SECS + 30)) taskset -c "$CLIENT_CPU" wrk -t1 -c"$3" -d"${SECS}s" -s "bench/wrk/$1" "$2")
   local line
   line=$(grep '^BENCH ' <<<"$out" | sed 's/^BENCH //')
-  if [ "$(json "$line" status_errors)" != 0 ] || [ "$(json "$line" socket_errors)" != 0 ]; then
+  # WRK_WARMUP=1: a warm-up run, not measured; its errors are not the figures'.
+  if [ -z "${WRK_WARMUP:-}" ] && { [ "$(json "$line" status_errors)" != 0 ] || [ "$(json "$line" socket_errors)" != 0 ]; }; then
     echo "bench: wrk $1 against $2 saw errors: $line" | tee -a "$WORK/errors" >&2
   fi
   echo "$line"
