@@ -6,6 +6,9 @@
 # run (an axum hello-world, a bare goose scenario), alternating A/B (ABBA order), median
 # of BENCH_RUNS runs, with the server pinned to one core and the client to another
 # (taskset). Everything listens on 127.0.0.1 only, and every step is bounded in time.
+# The new and replay rows each add a reported "ceiling" row: hello-world sending the
+# provider's own answer and headers and doing nothing else, against plain hello-world:
+# how near hello a provider with no work of its own could come on this host.
 #
 #   bench/run.sh                       # all rows, about 6-8 minutes
 #   BENCH_ROWS="new replay" bench/run.sh
@@ -118,6 +121,9 @@ start_server() {
     # Room for the held connections and the probes that count them.
     provider-hold) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --max-connections $((HOLD + 100)) >"$log" 2>&1 & ;;
     hello) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 >"$log" 2>&1 & ;;
+    # hello answering the provider's own answer ($WORK/answer.json, capture_answer) with
+    # its headers, and doing nothing else: the provider's ceiling on this host.
+    hello-answer) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 "$WORK/answer.json" >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
@@ -277,6 +283,30 @@ has_row() {
   [[ " $ROWS " == *" $1 "* ]]
 }
 
+# capture_answer: the provider's answer to the benchmark's new-payment request, in
+# $WORK/answer.json (what hello-answer sends).
+capture_answer() {
+  start_server provider
+  curl -s -o "$WORK/answer.json" -H "Authorization: Bearer sk_test_bench" -H "Idempotency-Key: bench-answer" \
+    -d amount=2000 -d currency=usd -d confirm=true -d payment_method=pm_card_visa -d "metadata[order_id]=bench-answer" \
+    "$SERVER_URL/v1/payment_intents"
+  stop_server
+}
+
+# ceiling SCRIPT WHAT: a reported row, hello answering the provider's answer against plain
+# hello, on SCRIPT's requests: how near hello-world a provider doing no work of its own
+# would come on this host (the HTTP stack and the larger answer), beside the row's target.
+ceiling() {
+  [ -s "$WORK/answer.json" ] || capture_answer
+  local bytes
+  bytes=$(wc -c <"$WORK/answer.json" | tr -d ' ')
+  echo "== ceiling: hello answering the provider's answer ($bytes bytes, its headers) vs hello-world ($1)" >&2
+  abba "measure hello-answer $1 $CONNS rps" "measure hello $1 $CONNS rps" "hello with the answer req/s" "hello req/s"
+  r=$(median "${RATIOS[@]}")
+  row "ceiling of the $2 row: hello-world sending the provider's $bytes-byte answer and headers, no work" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
+  RAW+=("ceiling ($2): hello with the provider's answer req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+}
+
 # ---------------------------------------------------------------- rows
 PEAK=
 if has_row new || has_row p99; then
@@ -288,6 +318,9 @@ if has_row new || has_row p99; then
     row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.60" "$(ge "$r" 0.60)"
   fi
   RAW+=("new: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  if has_row new; then
+    ceiling new.lua "new payment"
+  fi
 fi
 
 if has_row replay; then
@@ -296,6 +329,7 @@ if has_row replay; then
   r=$(median "${RATIOS[@]}")
   row "provider: idempotent replay" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
   RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  ceiling replay.lua replay
 fi
 
 if has_row p99; then
