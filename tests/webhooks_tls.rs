@@ -140,23 +140,16 @@ fn signed_events_reach_an_https_receiver_once_each() {
                 .await;
             assert_eq!(r.status(), 200);
         }
-        let r = h
-            .client
-            .get(h.url("/__fauxpay/webhooks/drain?timeout=20s"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let drained: Value = r.json().await.unwrap();
-
-        let events: Value = h
-            .get("/v1/events?limit=100")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (status, drained) = common::json(
+            h.client
+                .get(h.url("/__fauxpay/webhooks/drain?timeout=20s"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200);
+        let (_, events) = common::json(h.get("/v1/events?limit=100").send().await.unwrap()).await;
         let listed = events["data"].as_array().unwrap();
         let got = got.lock().unwrap();
         assert_eq!(listed.len(), 15, "5 confirmed payments make 3 events each: {events}");
