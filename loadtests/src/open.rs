@@ -164,6 +164,11 @@ impl Dispatcher {
         }
     }
 
+    /// When the schedule began (after every user was launched and waiting), if it did.
+    pub fn schedule_started(&self) -> Option<Instant> {
+        self.t0.get().copied()
+    }
+
     /// The run's open-model section of the report.
     pub fn report(&self, mut about: OpenRun) -> OpenReport {
         if let Some(stopped) = self.stopped_after.get() {

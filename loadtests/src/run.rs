@@ -158,8 +158,15 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .await;
     drop(quiet_goose);
     let _ = stop_progress.send(());
+    // The open model's run counts from its schedule's start, as its rate does: launching
+    // the pre-allocated users before it (goose starts them at --increase-rate) is not
+    // part of the run, as k6 does not count allocating its VUs.
+    let mut measured_from = started;
     let open_report = dispatcher.map(|(dispatcher, scheduler)| {
         scheduler.abort();
+        if let Some(t0) = dispatcher.schedule_started() {
+            measured_from = t0;
+        }
         let o = open.expect("a dispatcher only with the open model");
         dispatcher.report(OpenRun {
             rate: o.asked.to_string(),
@@ -169,7 +176,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             run_time_secs: o.schedule.duration.as_secs_f64(),
         })
     });
-    let duration = started.elapsed();
+    let duration = measured_from.elapsed();
     attack.map_err(|e| LoadError::Goose(e.to_string()))?;
 
     let state = std::sync::Arc::try_unwrap(state).map_err(|_| LoadError::Goose("load tasks still running".into()))?;
