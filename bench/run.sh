@@ -10,7 +10,7 @@
 # provider's own answer and headers and doing nothing else, against plain hello-world:
 # how near hello a provider with no work of its own could come on this host.
 #
-#   bench/run.sh                       # all rows, about 6-8 minutes
+#   bench/run.sh                       # all rows, about 12 minutes (BENCH_RUNS=5: 15)
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
