@@ -15,6 +15,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+pub mod as_json;
+
 use super::error::ApiError;
 
 /// Most parameters (leaves) a single request may carry.

@@ -341,7 +341,7 @@ fn execute_logged(
     let Some(log) = app.durable() else {
         return execute(app, endpoint, call);
     };
-    let params = req.params.to_json();
+    let params = req.params.clone();
     let _order = log.commit_lock();
     let at_ms = clock::wall_ms();
     let (result, tokens) = ids::scripted(None, || clock::frozen(at_ms, || execute(app, endpoint, call)));

@@ -23,7 +23,6 @@ use crate::provider::events::store::Publisher;
 use crate::provider::fault_injection::counted_identity;
 use crate::provider::idempotency::Fingerprint;
 use crate::provider::ids::{self, ApiKey, CorrelationId, IdempotencyKey, RequestId};
-use crate::provider::params::Params;
 use crate::provider::{api, pipeline, three_ds};
 
 /// What recovery found, for the start-up line.
@@ -178,7 +177,7 @@ impl<'a> Replay<'a> {
             .chain(three_ds::routes::ENDPOINTS.iter())
             .find(|e| e.verb == verb && e.path == c.endpoint)
             .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?;
-        let params = Params::from_value(&c.params).map_err(|e| format!("parameters: {}", e.message))?;
+        let params = c.params;
         let request_id = RequestId::parse(&c.request_id).ok_or_else(|| format!("request id {}", c.request_id))?;
         let key = c
             .idempotency_key

@@ -17,6 +17,7 @@ use std::time::Instant;
 use clap::Parser;
 use fauxpay::provider::durable::record::Commit;
 use fauxpay::provider::durable::{file, DataLog, Fsync, Record};
+use fauxpay::provider::params::Params;
 
 #[derive(Parser)]
 struct Args {
@@ -40,8 +41,11 @@ fn record(i: usize) -> Vec<u8> {
         endpoint: "/v1/payment_intents".into(),
         path: "/v1/payment_intents".into(),
         id: String::new(),
-        params: serde_json::json!({"amount": "2000", "currency": "usd", "confirm": "true",
-            "payment_method": "pm_card_visa", "metadata": {"order_id": format!("bench-{i}")}}),
+        params: Params::from_form(
+            format!("amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=bench-{i}")
+                .as_bytes(),
+        )
+        .unwrap_or_default(),
         idempotency_key: Some(format!("bench-{i}-k")),
         fingerprint: vec![[i as u64, !(i as u64)]],
         correlation_id: Some(format!("bench-{i}")),

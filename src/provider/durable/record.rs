@@ -2,7 +2,8 @@
 //! frame of the log file). Everything here is plain data; recovery gives it meaning.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::provider::params::{as_json, Params};
 
 /// One change to the provider's state. Externally tagged (`{"commit":{…}}`): an
 /// internally tagged enum makes serde buffer every record before reading it, which was
@@ -40,8 +41,10 @@ pub struct Commit {
     pub path: String,
     /// The object id from the path (empty when it has none).
     pub id: String,
-    /// The parameters, as [`Params::to_json`](crate::provider::params::Params::to_json).
-    pub params: Value,
+    /// The parameters, as [`Params::to_json`] writes them (read back without a
+    /// `serde_json::Value` between: [`as_json`]).
+    #[serde(with = "as_json")]
+    pub params: Params,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
     /// With a key: the request's idempotency fingerprint (so recovery need not hash the
@@ -151,7 +154,8 @@ mod tests {
                 endpoint: "/v1/payment_intents".into(),
                 path: "/v1/payment_intents".into(),
                 id: String::new(),
-                params: serde_json::json!({"amount": "100", "metadata": {"order_id": "o1"}}),
+                params: Params::from_value(&serde_json::json!({"amount": "100", "metadata": {"order_id": "o1"}}))
+                    .unwrap(),
                 idempotency_key: Some("k1".into()),
                 fingerprint: vec![[7, 8]],
                 correlation_id: Some("o1".into()),
