@@ -88,13 +88,6 @@ impl Build<'_> {
         Ok(())
     }
 
-    fn string<E: de::Error>(&mut self, v: &str) -> Result<Span, E> {
-        if v.contains('\0') {
-            return Err(E::custom("parameters: a NUL character"));
-        }
-        Ok(push_text(self.text, v))
-    }
-
     fn number<E: de::Error>(mut self, n: serde_json::Number) -> Result<Node, E> {
         self.count()?;
         Ok(Node::Number(push_text(self.text, &n.to_string())))
@@ -141,7 +134,7 @@ impl<'de> Visitor<'de> for Build<'_> {
 
     fn visit_str<E: de::Error>(mut self, v: &str) -> Result<Node, E> {
         self.count()?;
-        Ok(Node::String(self.string(v)?))
+        Ok(Node::String(push_checked(self.text, v)?))
     }
 
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Node, A::Error> {
@@ -203,11 +196,17 @@ impl<'de> Visitor<'de> for Key<'_> {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Span, E> {
-        if v.contains('\0') {
-            return Err(E::custom("parameters: a NUL character"));
-        }
-        Ok(push_text(self.0, v))
+        push_checked(self.0, v)
     }
+}
+
+/// `v` pushed into the text buffer, unless it holds a NUL character (refused in keys and
+/// strings alike, as [`Params::from_value`] refuses it).
+fn push_checked<E: de::Error>(text: &mut String, v: &str) -> Result<Span, E> {
+    if v.contains('\0') {
+        return Err(E::custom("parameters: a NUL character"));
+    }
+    Ok(push_text(text, v))
 }
 
 #[cfg(test)]
