@@ -185,10 +185,15 @@ impl Attempts {
                 count: 1,
                 last_ns: now_ns,
             },
-            |c| hasher.hash_one(&*c.identity),
+            identity_hash(hasher),
         );
         1
     }
+}
+
+/// The hash of a counted identity: what the attempts' table needs when it grows.
+fn identity_hash(hasher: &Hasher) -> impl Fn(&Counted) -> u64 + '_ {
+    move |c| hasher.hash_one(&*c.identity)
 }
 
 pub struct FaultInjector {
@@ -221,11 +226,8 @@ impl FaultInjector {
     pub fn reserve_attempts(&self, n: usize) {
         let share = shard::per_shard(n);
         for s in self.attempts.iter() {
-            // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
-            let _ = s
-                .lock()
-                .table
-                .try_reserve(share, |c| self.hasher.hash_one(&*c.identity));
+            // Best effort (see `Provider::reserve`).
+            let _ = s.lock().table.try_reserve(share, identity_hash(&self.hasher));
         }
     }
 
@@ -342,7 +344,7 @@ impl FaultInjector {
                         count: n,
                         last_ns: at,
                     },
-                    |c| self.hasher.hash_one(&*c.identity),
+                    identity_hash(&self.hasher),
                 );
             }
         }

@@ -201,23 +201,13 @@ impl Shard {
                 (self.entries.len() - 1) as u32
             }
         };
-        let entries = &self.entries;
-        self.index.insert_unique(hash, position, |&i| {
-            entries[i as usize]
-                .as_ref()
-                .map_or(0, |e| scoped_hash(hasher, &e.api_key, &e.key))
-        });
+        self.index.insert_unique(hash, position, rehash(hasher, &self.entries));
     }
 
     fn reserve(&mut self, n: usize, hasher: &Hasher) {
-        // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+        // Best effort (see `Provider::reserve`).
         let _ = self.entries.try_reserve(n);
-        let entries = &self.entries;
-        let _ = self.index.try_reserve(n, |&i| {
-            entries[i as usize]
-                .as_ref()
-                .map_or(0, |e| scoped_hash(hasher, &e.api_key, &e.key))
-        });
+        let _ = self.index.try_reserve(n, rehash(hasher, &self.entries));
     }
 
     fn remove(&mut self, hash: u64, position: usize) {
@@ -226,6 +216,15 @@ impl Shard {
         }
         self.entries[position] = None;
         self.free.push(position as u32);
+    }
+}
+
+/// The hash of the entry an index slot points at: what the index needs when it grows.
+fn rehash<'a>(hasher: &'a Hasher, entries: &'a [Option<Entry>]) -> impl Fn(&u32) -> u64 + 'a {
+    move |&i| {
+        entries[i as usize]
+            .as_ref()
+            .map_or(0, |e| scoped_hash(hasher, &e.api_key, &e.key))
     }
 }
 

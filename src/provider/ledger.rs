@@ -155,6 +155,17 @@ struct Shard {
     duplicates: Vec<CorrelationId>,
 }
 
+/// The hash of the correlation id of the record a group slot points at (every record in
+/// `groups` has one): what the groups' table needs when it grows.
+fn group_rehash<'a>(hasher: &'a Hasher, records: &'a [Arc<LedgerRecord>]) -> impl Fn(&u32) -> u64 + 'a {
+    move |&j| {
+        records[j as usize]
+            .correlation_id
+            .as_ref()
+            .map_or(0, |c| hasher.hash_one(c))
+    }
+}
+
 /// Counts and amounts by currency of the movements a shard has seen.
 #[derive(Default)]
 struct Totals {
@@ -272,12 +283,9 @@ impl Ledger {
         for s in self.shards.iter() {
             let mut shard = s.lock();
             let Shard { records, groups, .. } = &mut *shard;
-            // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+            // Best effort (see `Provider::reserve`).
             let _ = records.try_reserve(share);
-            let _ = groups.try_reserve(share, |&j| match &records[j as usize].correlation_id {
-                Some(c) => self.hasher.hash_one(c),
-                None => 0,
-            });
+            let _ = groups.try_reserve(share, group_rehash(&self.hasher, records));
         }
     }
 
@@ -458,10 +466,7 @@ impl Ledger {
                 match groups.find_mut(hash, |&j| records[j as usize].correlation_id.as_ref() == Some(c)) {
                     Some(latest) => *latest = i as u32,
                     None => {
-                        groups.insert_unique(hash, i as u32, |&j| match &records[j as usize].correlation_id {
-                            Some(c) => self.hasher.hash_one(c),
-                            None => 0,
-                        });
+                        groups.insert_unique(hash, i as u32, group_rehash(&self.hasher, records));
                     }
                 }
             }
@@ -507,14 +512,8 @@ impl LedgerEntry<'_> {
                     }
                 }
                 None => {
-                    let (records, hasher) = (&shard.records, &self.ledger.hasher);
-                    // Every record in `groups` has a correlation id.
-                    shard
-                        .groups
-                        .insert_unique(hash, index, |&i| match &records[i as usize].correlation_id {
-                            Some(c) => hasher.hash_one(c),
-                            None => 0,
-                        });
+                    let Shard { records, groups, .. } = shard;
+                    groups.insert_unique(hash, index, group_rehash(&self.ledger.hasher, records));
                 }
             }
             self.group = Some((hash, Some(index)));

@@ -47,6 +47,11 @@ impl<V: Keyed> Shard<V> {
     }
 }
 
+/// The hash of the row an index slot points at: what the index needs when it grows.
+fn rehash<'a, V: Keyed>(hasher: &'a Hasher, rows: &'a [(u64, V)]) -> impl Fn(&u32) -> u64 + 'a {
+    move |&i| hasher.hash_one(rows[i as usize].1.key())
+}
+
 /// Where a list page starts, in Stripe's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cursor {
@@ -102,7 +107,7 @@ impl<V: Keyed + Clone> Table<V> {
         let position = shard.rows.len() as u32;
         shard.rows.push((seq, value));
         let Shard { index, rows } = &mut *shard;
-        index.insert_unique(hash, position, |&i| self.hasher.hash_one(rows[i as usize].1.key()));
+        index.insert_unique(hash, position, rehash(&self.hasher, rows));
     }
 
     /// Makes room for about `n` more objects, so that inserting them never grows the
@@ -112,9 +117,9 @@ impl<V: Keyed + Clone> Table<V> {
         for s in self.shards.iter() {
             let mut shard = s.lock();
             let Shard { index, rows } = &mut *shard;
-            // Room is a speed-up, never a need: an allocation refused here is left to the inserts.
+            // Best effort (see `Provider::reserve`).
             let _ = rows.try_reserve(share);
-            let _ = index.try_reserve(share, |&i| self.hasher.hash_one(rows[i as usize].1.key()));
+            let _ = index.try_reserve(share, rehash(&self.hasher, rows));
         }
     }
 
@@ -170,7 +175,7 @@ impl<V: Keyed + Clone> Table<V> {
             index.clear();
             for (i, (_, v)) in rows.iter().enumerate() {
                 let hash = self.hasher.hash_one(v.key());
-                index.insert_unique(hash, i as u32, |&j| self.hasher.hash_one(rows[j as usize].1.key()));
+                index.insert_unique(hash, i as u32, rehash(&self.hasher, rows));
             }
         }
         removed
