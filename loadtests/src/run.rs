@@ -168,12 +168,12 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     // The open model's run counts from its schedule's start, as its rate does: launching
     // the pre-allocated users before it (goose starts them at --increase-rate) is not
     // part of the run, as k6 does not count allocating its VUs.
-    let mut measured_from = started;
+    let measured_from = dispatcher
+        .as_ref()
+        .and_then(|(dispatcher, _)| dispatcher.schedule_started())
+        .unwrap_or(started);
     let open_report = dispatcher.map(|(dispatcher, scheduler)| {
         scheduler.abort();
-        if let Some(t0) = dispatcher.schedule_started() {
-            measured_from = t0;
-        }
         let o = open.expect("a dispatcher only with the open model");
         dispatcher.report(OpenRun {
             rate: o.asked.to_string(),
