@@ -185,30 +185,10 @@ impl Params {
     }
 
     /// The parameters as a JSON object that [`Params::from_json`] reads back to the same
-    /// tree (form values stay strings, JSON numbers stay numbers): how the data dir
-    /// keeps a request.
+    /// tree (form values stay strings, JSON numbers stay numbers): what the data dir
+    /// writes ([`as_json`]), as a `Value`.
     pub fn to_json(&self) -> Value {
-        fn value(text: &str, node: &Node) -> Value {
-            match node {
-                Node::Null => Value::Null,
-                Node::Bool(b) => Value::Bool(*b),
-                Node::Number(s) => span_str(text, *s)
-                    .parse::<serde_json::Number>()
-                    .map_or_else(|_| Value::String(span_str(text, *s).to_owned()), Value::Number),
-                Node::String(s) => Value::String(span_str(text, *s).to_owned()),
-                Node::Object(entries) => object(text, entries),
-                Node::List(items) => Value::Array(items.iter().map(|n| value(text, n)).collect()),
-            }
-        }
-        fn object(text: &str, entries: &[(Span, Node)]) -> Value {
-            Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (span_str(text, *k).to_owned(), value(text, v)))
-                    .collect(),
-            )
-        }
-        object(&self.text, &self.root)
+        serde_json::to_value(as_json::Json(self)).unwrap_or_default()
     }
 
     /// The canonical byte form used for fingerprints: keys sorted, scalars as strings (a

@@ -1,7 +1,8 @@
 //! [`Params`] as a JSON object, written and read without a `serde_json::Value` between:
-//! how a data-dir record keeps a request's parameters. Writing gives the bytes
-//! [`Params::to_json`] would; reading gives what [`Params::from_value`] makes of their
-//! parse, the tree built straight from the parser (recovery reads a million of them).
+//! how a data-dir record keeps a request's parameters (and what [`Params::to_json`]
+//! gives as a `Value`): keys sorted, form values as strings, JSON numbers as numbers.
+//! Reading gives what [`Params::from_value`] makes of its parse, the tree built
+//! straight from the parser (recovery reads a million of them).
 
 use std::fmt;
 
@@ -11,9 +12,18 @@ use serde::Serialize;
 
 use super::{push_text, sort_entries, span_str, Node, Params, Span, MAX_PARAMS};
 
-/// Writes `params` as [`Params::to_json`]'s object (`serialize_with`).
+/// Writes `params` as a JSON object (`serialize_with`).
 pub fn serialize<S: Serializer>(params: &Params, s: S) -> Result<S::Ok, S::Error> {
-    Entries(&params.text, &params.root).serialize(s)
+    Json(params).serialize(s)
+}
+
+/// `Params` as a serializable JSON object.
+pub(super) struct Json<'a>(pub(super) &'a Params);
+
+impl Serialize for Json<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Entries(&self.0.text, &self.0.root).serialize(s)
+    }
 }
 
 /// Reads a JSON object into parameters, as [`Params::from_value`] reads its parse
@@ -236,7 +246,21 @@ mod tests {
     }
 
     #[test]
-    fn written_as_to_json_and_read_as_from_value() {
+    fn written_sorted_with_form_values_as_strings_and_json_numbers_as_numbers() {
+        let form = Params::from_form(b"metadata[order_id]=o-1&amount=2000&expand[]=latest_charge").unwrap();
+        assert_eq!(
+            serde_json::to_string(&Held(form)).unwrap(),
+            r#"{"amount":"2000","expand":["latest_charge"],"metadata":{"order_id":"o-1"}}"#
+        );
+        let json = Params::from_value(&json!({"ratio": 1.5, "amount": 2000, "none": null, "ok": true})).unwrap();
+        assert_eq!(
+            serde_json::to_string(&Held(json)).unwrap(),
+            r#"{"amount":2000,"none":null,"ok":true,"ratio":1.5}"#
+        );
+    }
+
+    #[test]
+    fn read_back_as_from_value_reads_the_parse() {
         for params in parameter_sets() {
             let written = serde_json::to_string(&Held(params.clone())).unwrap();
             assert_eq!(written, serde_json::to_string(&params.to_json()).unwrap());
@@ -244,6 +268,7 @@ mod tests {
             let parsed: Value = serde_json::from_str(&written).unwrap();
             let expected = Params::from_value(&parsed).unwrap();
             assert_eq!(read.0, expected, "{written}");
+            assert_eq!(read.0, params, "{written}");
             assert_eq!(read.0.to_json(), expected.to_json(), "{written}");
         }
     }
