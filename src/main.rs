@@ -27,7 +27,14 @@ use cli::{Cli, Command, MerchantArgs, ProfilesCommand, ReportCommand, ServeArgs}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,goose=error"));
+    // Without RUST_LOG: fauxpay's own info lines. goose's are its own prints' duplicates,
+    // and rustls' certificate verifier logs an ERROR for every https webhook attempt it
+    // refuses, which the delivery log (`GET /__fauxpay/webhooks`) already records with
+    // its cause.
+    let filter = || {
+        EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| EnvFilter::new("info,goose=error,rustls_platform_verifier=off"))
+    };
     match demo_log(&cli.command) {
         // The demo's stdout is a story: logs go to a file unless RUST_LOG asks for them.
         Some(file) => tracing_subscriber::fmt()
