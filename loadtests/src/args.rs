@@ -11,6 +11,13 @@ use crate::error::ConfigError;
 
 /// Fires concurrent checkouts at a target API, then reconciles them with the ledger.
 #[derive(clap::Args, Clone)]
+#[command(mut_arg("increase_rate", |a| a
+    .help("Users started per second [default: all of --users in the first second]")
+    .long_help("Users started per second [default: all of --users in the first second]\n\n\
+        How fast goose starts users. Without it or --increase-time, fauxpay starts every \
+        user in the first second, as k6 starts its VUs (goose alone starts one a second). \
+        A decimal is allowed: 0.5 starts one user every two seconds.\n\n\
+        Example: --increase-rate 10")))]
 pub struct LoadArgs {
     /// Base URL of the API under test (a merchant, or the provider with --template stripe).
     #[arg(long, value_name = "URL", help_heading = "fauxpay")]

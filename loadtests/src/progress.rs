@@ -64,8 +64,13 @@ impl Counters {
 
 /// Prints progress until the returned sender is dropped or signalled; `label` (e.g. the
 /// demo's merchant) starts each line, and off a terminal a labelled run prints only its
-/// final line.
-pub fn spawn(counters: Arc<Counters>, started: Instant, label: Option<String>) -> tokio::sync::oneshot::Sender<()> {
+/// final line. Elapsed time counts from what `started` says when each line is printed
+/// (the open model's schedule starts after its users are launched, as its summary counts).
+pub fn spawn(
+    counters: Arc<Counters>,
+    started: impl Fn() -> Instant + Send + 'static,
+    label: Option<String>,
+) -> tokio::sync::oneshot::Sender<()> {
     let label = label.map(|l| format!("{l} ")).unwrap_or_default();
     let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
     let tty = std::io::stderr().is_terminal();
@@ -80,13 +85,13 @@ pub fn spawn(counters: Arc<Counters>, started: Instant, label: Option<String>) -
         loop {
             tokio::select! {
                 _ = tick.tick(), if periodic => {
-                    let line = format!("{label}{}", counters.line(started.elapsed()));
+                    let line = format!("{label}{}", counters.line(started().elapsed()));
                     let mut err = std::io::stderr().lock();
                     let _ = if tty { write!(err, "\r{line}\x1b[K") } else { writeln!(err, "{line}") };
                     let _ = err.flush();
                 }
                 _ = &mut rx => {
-                    let line = counters.line(started.elapsed());
+                    let line = counters.line(started().elapsed());
                     if tty {
                         let _ = writeln!(std::io::stderr(), "\r{label}{line}\x1b[K");
                     } else if !label.is_empty() {

@@ -78,6 +78,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     let mut goose_config = args.goose.clone();
     goose_config.host = Some(target.clone());
     let open = open_model(&args, &mut goose_config, seed)?;
+    launch_all_at_once(&mut goose_config);
     if goose_config.iterations.is_none() && goose_config.run_time.is_none() {
         goose_config.iterations = Some(DEFAULT_ITERATIONS);
     }
@@ -134,7 +135,6 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     let started = Instant::now();
-    let stop_progress = progress::spawn(state.counters.clone(), started, args.label.clone());
     let (scenario, dispatcher) = match &open {
         None => (state.scenario(), None),
         Some(o) => {
@@ -143,6 +143,14 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             (state.open_scenario(dispatcher.clone()), Some((dispatcher, scheduler)))
         }
     };
+    // The open model's run counts from its schedule's start, as its rate does: launching
+    // the pre-allocated users before it (goose starts them at --increase-rate) is not
+    // part of the run, as k6 does not count allocating its VUs.
+    let measured_from = {
+        let schedule = dispatcher.as_ref().map(|(dispatcher, _)| dispatcher.clone());
+        move || schedule.as_ref().and_then(|d| d.schedule_started()).unwrap_or(started)
+    };
+    let stop_progress = progress::spawn(state.counters.clone(), measured_from.clone(), args.label.clone());
     // goose prints to stdout ("10 users launched."): into a file, unless asked for.
     let quiet_goose = match args.goose_output {
         true => None,
@@ -165,13 +173,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .await;
     drop(quiet_goose);
     let _ = stop_progress.send(());
-    // The open model's run counts from its schedule's start, as its rate does: launching
-    // the pre-allocated users before it (goose starts them at --increase-rate) is not
-    // part of the run, as k6 does not count allocating its VUs.
-    let measured_from = dispatcher
-        .as_ref()
-        .and_then(|(dispatcher, _)| dispatcher.schedule_started())
-        .unwrap_or(started);
+    let measured_from = measured_from();
     let open_report = dispatcher.map(|(dispatcher, scheduler)| {
         scheduler.abort();
         let o = open.expect("a dispatcher only with the open model");
@@ -380,9 +382,6 @@ fn open_model(args: &LoadArgs, goose: &mut GooseConfiguration, seed: u64) -> Res
     let duration = goose_time(&run_time)
         .filter(|d| !d.is_zero())
         .ok_or_else(|| ConfigError::flag("--run-time", "a time such as 30s, 2m or 1h30m with --rate"))?;
-    if goose.increase_rate.is_none() && goose.increase_time.is_none() {
-        goose.increase_rate = Some(users.to_string());
-    }
     goose.iterations = Some(1);
     Ok(Some(OpenModel {
         asked,
@@ -394,6 +393,17 @@ fn open_model(args: &LoadArgs, goose: &mut GooseConfiguration, seed: u64) -> Res
             seed,
         },
     }))
+}
+
+/// Without --increase-rate or --increase-time, every user starts in the first second (as
+/// k6 starts its VUs), not goose's one user per second: `--users 300 --iterations 2` would
+/// otherwise spend five minutes launching users for a few seconds of checkouts.
+fn launch_all_at_once(goose: &mut GooseConfiguration) {
+    if let Some(users) = goose.users.filter(|u| *u > 0) {
+        if goose.increase_rate.is_none() && goose.increase_time.is_none() {
+            goose.increase_rate = Some(users.to_string());
+        }
+    }
 }
 
 /// Goose's TIME: whole seconds, or hours, minutes and seconds such as 1h30m.
@@ -449,5 +459,41 @@ pub fn exit_code(report: &Report) -> u8 {
         0
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn goose(users: Option<usize>, rate: Option<&str>, time: Option<&str>) -> GooseConfiguration {
+        // goose keeps some fields private: set the public ones on its default.
+        let mut g = GooseConfiguration::default();
+        g.users = users;
+        g.increase_rate = rate.map(str::to_string);
+        g.increase_time = time.map(str::to_string);
+        g
+    }
+
+    #[test]
+    fn users_start_in_the_first_second_unless_a_launch_pace_is_given() {
+        let mut g = goose(Some(300), None, None);
+        launch_all_at_once(&mut g);
+        assert_eq!(g.increase_rate.as_deref(), Some("300"));
+
+        let mut g = goose(Some(300), Some("5"), None);
+        launch_all_at_once(&mut g);
+        assert_eq!(g.increase_rate.as_deref(), Some("5"), "--increase-rate is kept");
+
+        let mut g = goose(Some(300), None, Some("30s"));
+        launch_all_at_once(&mut g);
+        assert_eq!(g.increase_rate, None, "--increase-time is kept, and excludes a rate");
+
+        let mut g = goose(None, None, None);
+        launch_all_at_once(&mut g);
+        assert_eq!(
+            g.increase_rate, None,
+            "goose picks the users (one per CPU) and their pace"
+        );
     }
 }
