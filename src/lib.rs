@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod demo;
+pub mod error_chain;
 pub mod faults;
 pub mod merchant;
 pub mod provider;

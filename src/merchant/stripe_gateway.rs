@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::gateway::{ChargeOutcome, ChargeRequest, FoundPayment, Gateway, GatewayError};
 use super::order::{OrderId, PaymentIntentId};
+use crate::error_chain::error_chain;
 
 /// At most this many search pages are read for one order (100 intents each).
 const MAX_SEARCH_PAGES: usize = 10;
@@ -129,18 +130,6 @@ fn found_payment(pi: &Value) -> Option<FoundPayment> {
         currency: pi["currency"].as_str().unwrap_or_default().to_string(),
         created: pi["created"].as_i64().unwrap_or(0),
     })
-}
-
-/// `reqwest`'s error with its sources ("error sending request: connection reset …").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 fn error_message(body: &Value) -> String {

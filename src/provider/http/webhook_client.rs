@@ -231,14 +231,7 @@ fn closed_under_us(e: &hyper::Error) -> bool {
 
 /// An error and its causes, on one line.
 fn failed(e: &dyn std::error::Error) -> SendError {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    SendError::Failed(s)
+    SendError::Failed(crate::error_chain::error_chain(e))
 }
 
 #[cfg(test)]
