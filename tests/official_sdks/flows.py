@@ -1,9 +1,10 @@
 """Payment flows written against Stripe's official Python SDK (`stripe` on PyPI), pointed
 at fauxpay by nothing but the SDK's base address.
 
-Run by tests/stripe_python.rs as `python flows.py FLOW BASE_URL`. Each flow asserts what
+Run by tests/official_sdks.rs as `python flows.py FLOW BASE_URL`. Each flow asserts what
 the SDK shows (its typed objects, its exception classes, its webhook verifier) and prints
 one JSON line of what it did, for the Rust test to check against the provider's ledger.
+The same flows as flows.cjs.
 """
 
 import http.server
@@ -42,7 +43,7 @@ def expect_error(cls, call):
 
 def payments(url):
     c = client(url)
-    pi = c.v1.payment_intents.create(params=charge_params("py-1"))
+    pi = c.v1.payment_intents.create(params=charge_params("sdk-1"))
     assert isinstance(pi, stripe.PaymentIntent), type(pi)
     assert pi.status == "succeeded" and pi.amount_received == 2000, pi
     # Every POST carries an idempotency key the SDK made up.
@@ -57,7 +58,7 @@ def payments(url):
     declined = expect_error(
         stripe.CardError,
         lambda: c.v1.payment_intents.create(
-            params=charge_params("py-declined", payment_method="pm_card_chargeDeclinedInsufficientFunds")
+            params=charge_params("sdk-declined", payment_method="pm_card_chargeDeclinedInsufficientFunds")
         ),
     )
     assert declined.http_status == 402 and declined.code == "card_declined", declined
@@ -77,14 +78,14 @@ def payments(url):
     assert unauthorized.http_status == 401, unauthorized
 
     # A key given by the caller: the second call is a replay; other parameters are refused.
-    key = {"idempotency_key": "py-order-2-attempt"}
-    first = c.v1.payment_intents.create(params=charge_params("py-2", amount=700), options=key)
-    again = c.v1.payment_intents.create(params=charge_params("py-2", amount=700), options=key)
+    key = {"idempotency_key": "sdk-order-2-attempt"}
+    first = c.v1.payment_intents.create(params=charge_params("sdk-2", amount=700), options=key)
+    again = c.v1.payment_intents.create(params=charge_params("sdk-2", amount=700), options=key)
     assert again.id == first.id, (first.id, again.id)
     assert again.last_response.headers.get("Idempotent-Replayed") == "true", again.last_response.headers
     reused = expect_error(
         stripe.IdempotencyError,
-        lambda: c.v1.payment_intents.create(params=charge_params("py-2", amount=701), options=key),
+        lambda: c.v1.payment_intents.create(params=charge_params("sdk-2", amount=701), options=key),
     )
     assert reused.http_status == 400, reused
 
@@ -92,7 +93,7 @@ def payments(url):
     assert isinstance(refund, stripe.Refund) and refund.status == "succeeded", refund
     assert c.v1.charges.retrieve(pi.latest_charge).amount_refunded == 500
 
-    held = c.v1.payment_intents.create(params=charge_params("py-3", amount=900, capture_method="manual"))
+    held = c.v1.payment_intents.create(params=charge_params("sdk-3", amount=900, capture_method="manual"))
     assert held.status == "requires_capture", held
     captured = c.v1.payment_intents.capture(held.id, params={"amount_to_capture": 600})
     assert captured.status == "succeeded" and captured.amount_received == 600, captured
@@ -104,7 +105,7 @@ def payments(url):
     # Lists page through with the SDK's own paging; search finds by metadata.
     listed = [p.id for p in c.v1.payment_intents.list(params={"limit": 2}).auto_paging_iter()]
     assert len(listed) == len(set(listed)) and {pi.id, first.id, held.id, abandoned.id} <= set(listed), listed
-    found = c.v1.payment_intents.search(params={"query": "metadata['order_id']:'py-1'"})
+    found = c.v1.payment_intents.search(params={"query": "metadata['order_id']:'sdk-1'"})
     assert [p.id for p in found.data] == [pi.id], found
 
     # A saved card: customer, setup intent for off-session use, then an off-session charge.
@@ -116,12 +117,12 @@ def payments(url):
     saved = c.v1.customers.payment_methods.list(customer.id)
     assert [p.id for p in saved.data] == [setup.payment_method], saved
     off = c.v1.payment_intents.create(
-        params=charge_params("py-4", amount=1234, payment_method=setup.payment_method, customer=customer.id, off_session=True)
+        params=charge_params("sdk-4", amount=1234, payment_method=setup.payment_method, customer=customer.id, off_session=True)
     )
     assert off.status == "succeeded" and off.customer == customer.id, off
 
     challenged = c.v1.payment_intents.create(
-        params=charge_params("py-5", payment_method="pm_card_threeDSecure2Required", return_url="https://example.com/done")
+        params=charge_params("sdk-5", payment_method="pm_card_threeDSecure2Required", return_url="https://example.com/done")
     )
     assert challenged.status == "requires_action", challenged
     assert challenged.next_action.type == "redirect_to_url", challenged.next_action
@@ -168,7 +169,7 @@ def webhooks(url):
         }
     )
     assert isinstance(endpoint, stripe.WebhookEndpoint) and endpoint.secret.startswith("whsec_"), endpoint
-    paid = [c.v1.payment_intents.create(params=charge_params(f"py-hook-{n}")).id for n in range(3)]
+    paid = [c.v1.payment_intents.create(params=charge_params(f"sdk-hook-{n}")).id for n in range(3)]
     expected = 2 * len(paid)
     with Receiver.arrived:
         Receiver.arrived.wait_for(lambda: len(Receiver.received) >= expected, timeout=30)
@@ -192,10 +193,10 @@ def webhooks(url):
 
 
 def retries(url):
-    """Against a provider that loses the first answer for each key after the charge."""
-    # The SDK's own retries resend its idempotency key: the second attempt is a replay.
+    """Against a provider that loses the first two answers for each key after the charge."""
+    # The SDK's own retries resend its idempotency key: the third attempt is a replay.
     retrying = client(url, retries=2)
-    kept = retrying.v1.payment_intents.create(params=charge_params("py-sdk-retry"))
+    kept = retrying.v1.payment_intents.create(params=charge_params("sdk-own-retry"))
     assert kept.status == "succeeded", kept
     assert kept.last_response.headers.get("Idempotent-Replayed") == "true", kept.last_response.headers
 
@@ -206,7 +207,7 @@ def retries(url):
     for _ in range(2):
         error = expect_error(
             stripe.APIConnectionError,
-            lambda: once.v1.payment_intents.create(params=charge_params("py-app-retry")),
+            lambda: once.v1.payment_intents.create(params=charge_params("sdk-app-retry")),
         )
         assert error.should_retry, error
         lost += 1
