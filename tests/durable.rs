@@ -277,6 +277,54 @@ async fn a_torn_last_write_recovers_to_the_last_whole_record_and_says_so() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Writes whose path names two ids (a refund updated under its charge) and the charge
+/// and refund updates come back after `kill -9`: the log keeps both ids.
+#[tokio::test]
+async fn updates_under_a_charges_path_survive_a_crash() {
+    let dir = data_dir("two-ids");
+    let client = client();
+    let server = start_async(&dir, &[]).await;
+    let url = server.url.clone();
+    let (pi, _) = pay(&client, &url, "two-ids-1").await.unwrap();
+    let (_, intent) = get(&client, &url, &format!("/v1/payment_intents/{pi}")).await;
+    let ch = intent["latest_charge"].as_str().unwrap().to_string();
+    let post = |path: String, form: &'static [(&'static str, &'static str)]| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let resp = client
+                .post(format!("{url}{path}"))
+                .bearer_auth("sk_test_durable")
+                .form(form)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{path}");
+            resp.json::<Value>().await.unwrap()
+        }
+    };
+    let refund = post(format!("/v1/charges/{ch}/refunds"), &[("amount", "400")]).await;
+    let re = refund["id"].as_str().unwrap().to_string();
+    post(format!("/v1/charges/{ch}/refunds/{re}"), &[("metadata[ticket]", "T-9")]).await;
+    post(format!("/v1/charges/{ch}"), &[("description", "kept")]).await;
+    server.kill_9();
+
+    let server = start_async(&dir, &[]).await;
+    let (status, refund) = get(&client, &server.url, &format!("/v1/charges/{ch}/refunds/{re}")).await;
+    assert_eq!(
+        (status, &refund["metadata"]["ticket"]),
+        (200, &Value::from("T-9")),
+        "{refund}"
+    );
+    let (_, charge) = get(&client, &server.url, &format!("/v1/charges/{ch}")).await;
+    assert_eq!(
+        (&charge["description"], &charge["amount_refunded"]),
+        (&Value::from("kept"), &Value::from(400))
+    );
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// What `fauxpay serve --data-dir DIR` printed and whether it succeeded, when it exits
 /// without serving.
 fn refused(dir: &Path) -> (bool, String) {

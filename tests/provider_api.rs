@@ -287,6 +287,167 @@ async fn refunds_full_partial_and_over_refund() {
     assert_eq!(ledger.iter().filter(|r| r["kind"] == "refund").count(), 2);
 }
 
+/// A charge's own refund endpoints (Stripe's older form, still in its SDKs), refund and
+/// charge updates, and a customer's saved card by id: the same rules and ledger as
+/// `/v1/refunds`, each id checked against the path's parent.
+#[tokio::test]
+async fn a_charges_refunds_under_its_path_and_updates() {
+    let h = Harness::default().await;
+    let mut charges = Vec::new();
+    for order in ["cr-1", "cr-2"] {
+        let (_, pi) = json(
+            h.form("/v1/payment_intents", &charge_body(order, "pm_card_visa"), None)
+                .await,
+        )
+        .await;
+        charges.push(pi["latest_charge"].as_str().unwrap().to_string());
+    }
+    let [ch, other] = [&charges[0], &charges[1]];
+
+    let (status, r1) = json(
+        h.form(&format!("/v1/charges/{ch}/refunds"), "amount=300", Some("k-r1"))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, &r1["charge"], &r1["amount"]),
+        (200, &Value::from(ch.as_str()), &Value::from(300)),
+        "{r1}"
+    );
+    let again = h
+        .form(&format!("/v1/charges/{ch}/refunds"), "amount=300", Some("k-r1"))
+        .await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    // The oldest form refunds what is left and answers the charge.
+    let (status, charge) = json(
+        h.form(&format!("/v1/charges/{ch}/refund"), "reason=duplicate", None)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{charge}");
+    assert_eq!(
+        (&charge["object"], &charge["amount_refunded"], &charge["refunded"]),
+        (&"charge".into(), &2000.into(), &true.into())
+    );
+    let (status, over) = json(h.form(&format!("/v1/charges/{ch}/refunds"), "amount=1", None).await).await;
+    assert_eq!(
+        (status, &over["error"]["code"]),
+        (400, &"charge_already_refunded".into()),
+        "{over}"
+    );
+    let (status, both) = json(
+        h.form(&format!("/v1/charges/{other}/refunds"), "payment_intent=pi_x", None)
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, &both["error"]["param"]),
+        (400, &"payment_intent".into()),
+        "{both}"
+    );
+
+    let (_, listed) = json(h.get(&format!("/v1/charges/{ch}/refunds")).send().await.unwrap()).await;
+    assert_eq!(listed["url"], format!("/v1/charges/{ch}/refunds"));
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2, "{listed}");
+    let r1_id = r1["id"].as_str().unwrap();
+    let (status, got) = json(
+        h.get(&format!("/v1/charges/{ch}/refunds/{r1_id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, &got["id"]), (200, &r1["id"]));
+    // A refund of another charge is no such refund under this one.
+    let (status, wrong) = json(
+        h.get(&format!("/v1/charges/{other}/refunds/{r1_id}"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, &wrong["error"]["code"], &wrong["error"]["param"]),
+        (404, &"resource_missing".into(), &"refund".into())
+    );
+    let (status, _) = json(h.get("/v1/charges/ch_nope/refunds").send().await.unwrap()).await;
+    assert_eq!(status, 404);
+
+    let (status, noted) = json(
+        h.form(
+            &format!("/v1/charges/{ch}/refunds/{r1_id}"),
+            "metadata[ticket]=T-1",
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, &noted["metadata"]["ticket"]), (200, &"T-1".into()), "{noted}");
+    let (_, noted) = json(
+        h.form(
+            &format!("/v1/refunds/{r1_id}"),
+            "metadata[ticket]=&metadata[by]=ops",
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(noted["metadata"], serde_json::json!({"by": "ops"}));
+    let (status, charge) = json(
+        h.form(
+            &format!("/v1/charges/{ch}"),
+            "description=order%20cr-1&metadata[shipped]=no",
+            None,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{charge}");
+    assert_eq!(charge["description"], "order cr-1");
+    assert_eq!(
+        charge["metadata"],
+        serde_json::json!({"order_id": "cr-1", "shipped": "no"})
+    );
+    let (_, events) = json(
+        h.get("/v1/events")
+            .query(&[("type", "charge.updated")])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(events["data"][0]["data"]["object"]["description"], "order cr-1");
+
+    // The ledger counts refunds made under the charge's path as any other.
+    let summary = h.summary().await;
+    assert_eq!(
+        (&summary["refunds"], &summary["refunded"]["usd"]),
+        (&2.into(), &2000.into()),
+        "{summary}"
+    );
+    assert_eq!(summary["duplicate_group_count"], 0);
+
+    let (_, customer) = json(h.form("/v1/customers", "email=a%40example.com", None).await).await;
+    let cus = customer["id"].as_str().unwrap();
+    let (_, pm) = json(
+        h.form("/v1/payment_methods", "type=card&card[token]=tok_visa", None)
+            .await,
+    )
+    .await;
+    let pm = pm["id"].as_str().unwrap();
+    let path = format!("/v1/customers/{cus}/payment_methods/{pm}");
+    let (status, _) = json(h.get(&path).send().await.unwrap()).await;
+    assert_eq!(status, 404, "not attached to this customer yet");
+    h.form(
+        &format!("/v1/payment_methods/{pm}/attach"),
+        &format!("customer={cus}"),
+        None,
+    )
+    .await;
+    let (status, saved) = json(h.get(&path).send().await.unwrap()).await;
+    assert_eq!((status, &saved["customer"]), (200, &Value::from(cus)), "{saved}");
+}
+
 #[tokio::test]
 async fn lists_paginate_and_search_by_metadata() {
     let h = Harness::default().await;

@@ -307,12 +307,17 @@ impl Run {
     }
 }
 
-/// `path` with its `{…}` parameter replaced by `id`.
+/// `path` with its `{…}` parameters replaced by the ids in `id`, in order (a path with
+/// two takes them space-separated: `"ch_1 re_1"`).
 fn fill(path: &str, id: &str) -> String {
-    match (path.find('{'), path.find('}')) {
-        (Some(a), Some(b)) => format!("{}{id}{}", &path[..a], &path[b + 1..]),
-        _ => path.to_string(),
+    let mut ids = id.split(' ');
+    let (mut out, mut rest) = (String::new(), path);
+    while let (Some(a), Some(b)) = (rest.find('{'), rest.find('}')) {
+        out.push_str(&rest[..a]);
+        out.push_str(ids.next().unwrap_or(""));
+        rest = &rest[b + 1..];
     }
+    out + rest
 }
 
 fn id(v: &Value) -> String {
@@ -715,6 +720,11 @@ async fn customers_and_payment_methods(r: &mut Run) {
     r.ok(&format!("{PM_ONE}/attach"), &id(&pm), &format!("customer={}", id(&c)))
         .await;
     r.fetch(PM_ONE, &id(&pm)).await;
+    r.fetch(
+        "/v1/customers/{customer}/payment_methods/{payment_method}",
+        &format!("{} {}", id(&c), id(&pm)),
+    )
+    .await;
     r.fetch(PM_ONE, "pm_card_amex").await;
     for (path, query) in [
         (CUS, "limit=1"),
@@ -798,6 +808,23 @@ async fn charges_and_refunds(r: &mut Run) {
         .await;
     assert_eq!(whole["payment_intent"], pi["id"]);
     r.fetch(RE_ONE, &id(&part)).await;
+    r.ok(RE_ONE, &id(&part), "metadata[k]=w").await;
+    r.ok(CH_ONE, &id(&ch), "description=updated&metadata[k]=v").await;
+    // A charge's refunds under its own path, and Stripe's oldest refund call.
+    let under = r
+        .ok("/v1/charges/{charge}/refunds", &id(&auth), "amount=500&metadata[k]=v")
+        .await;
+    assert_eq!((&under["object"], &under["charge"]), (&json!("refund"), &auth["id"]));
+    let both = format!("{} {}", id(&auth), id(&under));
+    r.fetch("/v1/charges/{charge}/refunds", &id(&auth)).await;
+    r.fetch("/v1/charges/{charge}/refunds/{refund}", &both).await;
+    r.ok("/v1/charges/{charge}/refunds/{refund}", &both, "metadata[k]=w")
+        .await;
+    let refunded = r.ok("/v1/charges/{charge}/refund", &id(&auth), "amount=100").await;
+    assert_eq!(
+        (&refunded["object"], &refunded["amount_refunded"]),
+        (&json!("charge"), &json!(600))
+    );
     // Refunding what is left of nothing: a stored error.
     let (status, _) = r.post(RE, "", &format!("charge={}&amount=1", id(&ch))).await;
     assert_eq!(status, 400);

@@ -32,10 +32,19 @@ impl Verb {
     }
 }
 
-/// What an operation is given: the object id from the path (empty when the path has
+/// The object ids a request's path names: `id` the first (`/v1/charges/{id}`), `sub` the
+/// second (`/v1/charges/{id}/refunds/{sub}`); empty where the path has none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PathIds<'a> {
+    pub id: &'a str,
+    pub sub: &'a str,
+}
+
+/// What an operation is given: the object ids from the path (empty when the path has
 /// none), the request's parameters, and the attempt it runs for.
 pub struct Call<'a> {
     pub id: &'a str,
+    pub sub: &'a str,
     pub params: &'a Params,
     pub attempt: &'a Attempt,
 }
@@ -47,7 +56,8 @@ pub type Operation = fn(&Payments, &Call<'_>) -> Result<Reply, ApiError>;
 #[derive(Clone, Copy)]
 pub struct Endpoint {
     pub verb: Verb,
-    /// Stripe's path, with `{id}` for the object id (e.g. `/v1/charges/{id}/capture`).
+    /// Stripe's path, with `{id}` for the object id (e.g. `/v1/charges/{id}/capture`) and
+    /// `{sub}` for a second one (`/v1/charges/{id}/refunds/{sub}`).
     pub path: &'static str,
     pub operation: Operation,
 }

@@ -25,7 +25,7 @@ use crate::provider::attempt::Attempt;
 use crate::provider::clock;
 use crate::provider::durable::record::Commit;
 use crate::provider::durable::{DataLog, Record as DataRecord};
-use crate::provider::endpoint::{Call, Endpoint, Verb};
+use crate::provider::endpoint::{Call, Endpoint, PathIds, Verb};
 use crate::provider::error::{ApiError, ErrorType, Status};
 use crate::provider::expand::Expansion;
 use crate::provider::fault_injection::{retry_after_secs, Outcome, PlanInput, RequestRecord};
@@ -146,10 +146,10 @@ impl Drop for Executing {
     }
 }
 
-/// Runs `endpoint` for `req` (with `id` from its path) through fault injection and
+/// Runs `endpoint` for `req` (with `ids` from its path) through fault injection and
 /// idempotency; says what to do with the connection.
-pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, id: &str) -> Delivery {
-    let delivery = run_request(app, req, endpoint, id).await;
+pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, ids: PathIds<'_>) -> Delivery {
+    let delivery = run_request(app, req, endpoint, ids).await;
     // With a data dir, nothing the answer shows may be lost in a crash: it waits until
     // every record appended so far (its own, and those of the changes it read) is durable.
     if let Some(log) = app.durable() {
@@ -160,7 +160,7 @@ pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, id: &st
     delivery
 }
 
-async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, id: &str) -> Delivery {
+async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, ids: PathIds<'_>) -> Delivery {
     let in_flight = Executing::start(app);
     let correlation_id = app.payments.correlate.of(&req.params);
     let plan = match app.faults.plan(&PlanInput {
@@ -241,7 +241,8 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
         }
         Admission::Fresh(claim) => {
             let call = Call {
-                id,
+                id: ids.id,
+                sub: ids.sub,
                 params: &req.params,
                 attempt: &attempt,
             };
@@ -359,6 +360,7 @@ fn execute_logged(
             endpoint: endpoint.path.to_owned(),
             path: path.to_owned(),
             id: call.id.to_owned(),
+            sub: call.sub.to_owned(),
             params,
             idempotency_key: attempt.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
             fingerprint: fingerprint.map(|f| f.digest()).into_iter().collect(),

@@ -199,6 +199,7 @@ impl<'a> Replay<'a> {
         };
         let call = Call {
             id: &c.id,
+            sub: &c.sub,
             params: &params,
             attempt: &attempt,
         };

@@ -95,6 +95,11 @@ async function payments(url) {
   assert.equal(refund.object, "refund");
   assert.equal(refund.status, "succeeded");
   assert.equal((await c.charges.retrieve(pi.latest_charge)).amount_refunded, 500);
+  const noted = await c.refunds.update(refund.id, { metadata: { ticket: "T-1" } });
+  assert.deepEqual(noted.metadata, { ticket: "T-1" });
+  const updated = await c.charges.update(pi.latest_charge, { description: "order sdk-1", metadata: { shipped: "no" } });
+  assert.equal(updated.description, "order sdk-1");
+  assert.deepEqual(updated.metadata, { order_id: "sdk-1", shipped: "no" });
 
   const held = await c.paymentIntents.create(chargeParams("sdk-3", { amount: 900, capture_method: "manual" }));
   assert.equal(held.status, "requires_capture");
@@ -125,6 +130,8 @@ async function payments(url) {
   assert.equal(setup.status, "succeeded");
   const saved = await c.customers.listPaymentMethods(customer.id);
   assert.deepEqual(saved.data.map((p) => p.id), [setup.payment_method]);
+  const one = await c.customers.retrievePaymentMethod(customer.id, setup.payment_method);
+  assert.equal(one.customer, customer.id);
   const off = await c.paymentIntents.create(
     chargeParams("sdk-4", { amount: 1234, payment_method: setup.payment_method, customer: customer.id, off_session: true }),
   );

@@ -92,6 +92,17 @@ def payments(url):
     refund = c.v1.refunds.create(params={"payment_intent": pi.id, "amount": 500})
     assert isinstance(refund, stripe.Refund) and refund.status == "succeeded", refund
     assert c.v1.charges.retrieve(pi.latest_charge).amount_refunded == 500
+    noted = c.v1.refunds.update(refund.id, params={"metadata": {"ticket": "T-1"}})
+    assert noted.metadata.to_dict() == {"ticket": "T-1"}, noted
+    charge = c.v1.charges.update(pi.latest_charge, params={"description": "order sdk-1", "metadata": {"shipped": "no"}})
+    assert charge.description == "order sdk-1" and charge.metadata["shipped"] == "no", charge
+    assert charge.metadata["order_id"] == "sdk-1", charge.metadata
+    # The older resource API (module-level configuration), as existing integrations use it,
+    # including a charge's own refunds.
+    stripe.api_key, stripe.api_base = KEY, url
+    assert [r.id for r in stripe.Charge.list_refunds(pi.latest_charge).data] == [refund.id]
+    assert stripe.Charge.retrieve_refund(pi.latest_charge, refund.id).metadata["ticket"] == "T-1"
+    assert stripe.PaymentIntent.retrieve(pi.id).latest_charge == pi.latest_charge
 
     held = c.v1.payment_intents.create(params=charge_params("sdk-3", amount=900, capture_method="manual"))
     assert held.status == "requires_capture", held
@@ -116,6 +127,8 @@ def payments(url):
     assert isinstance(setup, stripe.SetupIntent) and setup.status == "succeeded", setup
     saved = c.v1.customers.payment_methods.list(customer.id)
     assert [p.id for p in saved.data] == [setup.payment_method], saved
+    one = c.v1.customers.payment_methods.retrieve(customer.id, setup.payment_method)
+    assert isinstance(one, stripe.PaymentMethod) and one.customer == customer.id, one
     off = c.v1.payment_intents.create(
         params=charge_params("sdk-4", amount=1234, payment_method=setup.payment_method, customer=customer.id, off_session=True)
     )

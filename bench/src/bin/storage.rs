@@ -41,6 +41,7 @@ fn record(i: usize) -> Vec<u8> {
         endpoint: "/v1/payment_intents".into(),
         path: "/v1/payment_intents".into(),
         id: String::new(),
+        sub: String::new(),
         params: Params::from_form(
             format!("amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=bench-{i}")
                 .as_bytes(),

@@ -9,7 +9,9 @@ use super::object::{Charge, ChargeStatus, NewCharge};
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
 use crate::provider::events::object::EventType;
-use crate::provider::fields::{card_error, duplicate_decline, metadata, movement_for, source, text};
+use crate::provider::fields::{
+    card_error, duplicate_decline, metadata, metadata_update, movement_for, source, text, text_update,
+};
 use crate::provider::ids::{ChargeId, PaymentMethodId};
 use crate::provider::ledger::{LedgerEntry, MovementKind};
 use crate::provider::money::{check_amount, Currency};
@@ -18,6 +20,9 @@ use crate::provider::params::Params;
 use crate::provider::payments::{DuplicatePolicy, Payments};
 use crate::provider::reply::Reply;
 use crate::provider::search::Searchable;
+
+/// Stripe's `maxLength` for a charge's `description`.
+const MAX_DESCRIPTION: usize = 40_000;
 
 impl Payments {
     pub fn create_charge(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
@@ -134,6 +139,32 @@ impl Payments {
                 Ok(slot.clone())
             })
             .unwrap_or_else(|| Err(ApiError::unknown_object("charge", &id.as_str(), "charge")))
+    }
+
+    /// `POST /v1/charges/{id}`: its `description` and `metadata` (merged as Stripe merges
+    /// it), announced by `charge.updated`. The ledger keeps the order id the charge was
+    /// made for. Stripe's other updatable fields are accepted and not modelled.
+    pub fn update_charge(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let unknown = || ApiError::unknown_object("charge", raw, "charge");
+        let id = ChargeId::parse(raw).ok_or_else(unknown)?;
+        let description = text_update(p, "description", MAX_DESCRIPTION)?;
+        self.charges
+            .update(&id, |slot| {
+                let mut c = (**slot).clone();
+                c.metadata = metadata_update(&c.metadata, p)?;
+                if let Some(d) = description {
+                    c.description = d;
+                }
+                let before = std::mem::replace(slot, Arc::new(c));
+                self.events.emit(
+                    EventType::ChargeUpdated,
+                    Reply::Charge(slot.clone()),
+                    Some(Reply::Charge(before)),
+                    attempt,
+                );
+                Ok(Reply::Charge(slot.clone()))
+            })
+            .unwrap_or_else(|| Err(unknown()))
     }
 
     pub fn retrieve_charge(&self, id: &str) -> Result<Reply, ApiError> {

@@ -1,5 +1,5 @@
 //! The customer endpoints: create, list, search, retrieve, update, delete, and the
-//! customer's payment methods.
+//! customer's payment methods (listed, or one retrieved).
 
 use crate::provider::endpoint::Endpoint;
 
@@ -14,5 +14,8 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint::delete("/v1/customers/{id}", |p, c| p.delete_customer(c.id, c.attempt)),
     Endpoint::get("/v1/customers/{id}/payment_methods", |p, c| {
         p.list_customer_payment_methods(c.id, c.params)
+    }),
+    Endpoint::get("/v1/customers/{id}/payment_methods/{sub}", |p, c| {
+        p.retrieve_customer_payment_method(c.id, c.sub)
     }),
 ];

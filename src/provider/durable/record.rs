@@ -41,6 +41,9 @@ pub struct Commit {
     pub path: String,
     /// The object id from the path (empty when it has none).
     pub id: String,
+    /// The second object id from the path (`/v1/charges/{id}/refunds/{sub}`), when it has one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sub: String,
     /// The parameters, as [`Params::to_json`] writes them (read back without a
     /// `serde_json::Value` between: [`as_json`]).
     #[serde(with = "as_json")]
@@ -154,6 +157,7 @@ mod tests {
                 endpoint: "/v1/payment_intents".into(),
                 path: "/v1/payment_intents".into(),
                 id: String::new(),
+                sub: String::new(),
                 params: Params::from_value(&serde_json::json!({"amount": "100", "metadata": {"order_id": "o1"}}))
                     .unwrap(),
                 idempotency_key: Some("k1".into()),
@@ -181,7 +185,16 @@ mod tests {
                 ok: true,
             },
         ];
-        for r in records {
+        // A path with two ids (a refund updated under its charge).
+        let Record::Commit(c) = &records[0] else { unreachable!() };
+        let two_ids = Record::Commit(Box::new(Commit {
+            endpoint: "/v1/charges/{id}/refunds/{sub}".into(),
+            path: "/v1/charges/ch_1/refunds/re_1".into(),
+            id: "ch_1".into(),
+            sub: "re_1".into(),
+            ..(**c).clone()
+        }));
+        for r in records.into_iter().chain([two_ids]) {
             assert_eq!(Record::from_bytes(&r.to_bytes()).unwrap(), r);
         }
     }

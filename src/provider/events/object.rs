@@ -58,6 +58,7 @@ event_types! {
     ChargeFailed = "charge.failed",
     ChargeCaptured = "charge.captured",
     ChargeRefunded = "charge.refunded",
+    ChargeUpdated = "charge.updated",
     ChargeRefundUpdated = "charge.refund.updated",
     CustomerCreated = "customer.created",
     CustomerUpdated = "customer.updated",

@@ -21,7 +21,7 @@ use super::response::deliver;
 use super::{admin, dashboard, three_ds};
 use crate::provider::api::endpoints;
 use crate::provider::app::Provider;
-use crate::provider::endpoint::{Endpoint, Verb};
+use crate::provider::endpoint::{Endpoint, PathIds, Verb};
 use crate::provider::error::{ApiError, ErrorType, Status};
 use crate::provider::pipeline;
 
@@ -60,8 +60,12 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
         filter,
         move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, mut req: ApiRequest| async move {
             req.request.api_key = auth.0;
-            let id = path.iter().next().map_or("", |(_, v)| v).to_owned();
-            let delivery = pipeline::run(&app, req.request, endpoint, &id).await;
+            let mut values = path.iter().map(|(_, v)| v);
+            let ids = PathIds {
+                id: values.next().unwrap_or(""),
+                sub: values.next().unwrap_or(""),
+            };
+            let delivery = pipeline::run(&app, req.request, endpoint, ids).await;
             deliver(delivery, req.key_header.as_ref(), req.connection).await
         },
     )

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::extract::{api_key, ApiRequest};
 use super::response::deliver;
 use crate::provider::app::Provider;
-use crate::provider::endpoint::Endpoint;
+use crate::provider::endpoint::{Endpoint, PathIds};
 use crate::provider::ids::ApiKey;
 use crate::provider::pipeline::{self, Answer, Delivery};
 use crate::provider::three_ds::action::PAGE_PATH;
@@ -77,7 +77,7 @@ fn authenticate(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
             let from_page = req.request.params.opt_bool("redirect").ok().flatten() == Some(true);
             // Read before the authentication clears the intent's next action.
             let back = from_page.then(|| app.payments.pending_return_url(&id)).flatten();
-            match pipeline::run(&app, req.request, endpoint, &id).await {
+            match pipeline::run(&app, req.request, endpoint, PathIds { id: &id, sub: "" }).await {
                 Delivery::Send(answer) if from_page => after_page(&app, &id, back, &answer),
                 delivery => deliver(delivery, req.key_header.as_ref(), req.connection).await,
             }

@@ -410,6 +410,19 @@ impl Payments {
         self.payment_method_page(p, Some(customer.id), &url)
     }
 
+    /// `GET /v1/customers/{id}/payment_methods/{sub}`: a payment method saved to that
+    /// customer; one saved to no customer or another is no such payment method here.
+    pub fn retrieve_customer_payment_method(&self, customer: &str, raw: &str) -> Result<Reply, ApiError> {
+        let customer = self
+            .live_customer(customer)
+            .ok_or_else(|| ApiError::unknown_object("customer", customer, "customer"))?;
+        PaymentMethodId::parse(raw)
+            .and_then(|id| self.payment_methods.get(&id))
+            .filter(|pm| pm.customer() == Some(customer.id))
+            .map(Reply::PaymentMethod)
+            .ok_or_else(|| unknown_path(raw))
+    }
+
     fn payment_method_page(&self, p: &Params, customer: Option<CustomerId>, url: &str) -> Result<Reply, ApiError> {
         let card_type = p.opt_str("type")?.is_none_or(|t| t == "card");
         list_page(

@@ -35,7 +35,7 @@ fn request(key: Option<&str>, body: &str, fault: Option<&str>) -> Request {
 }
 
 async fn post(app: &Arc<Provider>, body: &str, fault: Option<&str>) -> Delivery {
-    run(app, request(Some(KEY), body, fault), CREATE, "").await
+    run(app, request(Some(KEY), body, fault), CREATE, PathIds::default()).await
 }
 
 /// What the client sees of a delivery.
@@ -243,7 +243,7 @@ async fn the_request_log_says_how_each_request_ended() {
     ];
     for (i, (fault, outcome)) in cases.into_iter().enumerate() {
         let key = format!("log-{i}");
-        let _ = run(&app, request(Some(&key), BODY, Some(fault)), CREATE, "").await;
+        let _ = run(&app, request(Some(&key), BODY, Some(fault)), CREATE, PathIds::default()).await;
         let log = &app.faults.recent(1, |_| true)[0];
         assert_eq!(log.outcome, outcome, "{fault}");
         assert!(log.fault.is_some(), "{fault}");
@@ -256,7 +256,7 @@ async fn replays_echo_the_key_and_name_the_original_request() {
     let app = Provider::new(Config::default());
     let first = request(Some(KEY), BODY, None);
     let original = first.request_id;
-    let Delivery::Send(a) = run(&app, first, CREATE, "").await else {
+    let Delivery::Send(a) = run(&app, first, CREATE, PathIds::default()).await else {
         panic!("sent")
     };
     assert_eq!(a.echo_key.as_ref().map(|k| k.as_str()), Some(KEY));
@@ -283,7 +283,7 @@ async fn validation_failures_are_not_stored_and_reads_ignore_keys() {
     let list = &payment_intents::routes::ENDPOINTS[1];
     let mut get = request(Some(KEY), "", None);
     get.verb = Verb::Get;
-    let Delivery::Send(listed) = run(&app, get, list, "").await else {
+    let Delivery::Send(listed) = run(&app, get, list, PathIds::default()).await else {
         panic!("sent")
     };
     assert_eq!(
@@ -320,7 +320,7 @@ async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
     let charge = &crate::provider::charges::routes::ENDPOINTS[0];
     let mut other = request(Some(KEY), "amount=2000&currency=usd&source=tok_visa", None);
     other.path = "/v1/charges".into();
-    let Delivery::Send(a) = run(&app, other, charge, "").await else {
+    let Delivery::Send(a) = run(&app, other, charge, PathIds::default()).await else {
         panic!("sent")
     };
     assert_eq!(a.status, 400);

@@ -1,5 +1,7 @@
 //! Refunds: created against a charge or an intent's charge, bounded by what was
-//! captured (the ledger refuses an over-refund), retrieved and listed.
+//! captured (the ledger refuses an over-refund), retrieved, updated and listed; and the
+//! same under a charge's path (`/v1/charges/{id}/refunds…`, `/v1/charges/{id}/refund`),
+//! Stripe's older form that SDKs and integrations still call.
 
 use std::sync::Arc;
 
@@ -7,7 +9,7 @@ use super::object::{Refund, RefundReason};
 use crate::provider::attempt::Attempt;
 use crate::provider::error::ApiError;
 use crate::provider::events::object::EventType;
-use crate::provider::fields::metadata;
+use crate::provider::fields::{metadata, metadata_update};
 use crate::provider::ids::{ChargeId, PaymentIntentId, RefundId, Token};
 use crate::provider::json::now_unix;
 use crate::provider::ledger::{Movement, MovementId, MovementKind, OverRefund};
@@ -43,6 +45,37 @@ impl Payments {
             }
             (None, None) => return Err(ApiError::missing_param("charge")),
         };
+        self.refund(charge_id, p, attempt)
+    }
+
+    /// `POST /v1/charges/{id}/refunds`: a refund of the charge in the path.
+    pub fn create_charge_refund(&self, charge: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let charge = self.path_charge(charge)?;
+        if p.opt_str("payment_intent")?.is_some() {
+            return Err(ApiError::invalid_request(
+                "Pass either charge or payment_intent, not both.",
+                Some("payment_intent".into()),
+            ));
+        }
+        self.refund(charge, p, attempt)
+    }
+
+    /// `POST /v1/charges/{id}/refund`: refunds the charge (what is left, or `amount`) and
+    /// answers the charge, as Stripe's oldest refund call does.
+    pub fn refund_charge(&self, charge: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        self.create_charge_refund(charge, p, attempt)?;
+        self.retrieve_charge(charge)
+    }
+
+    /// The charge a path names, or 404.
+    fn path_charge(&self, raw: &str) -> Result<ChargeId, ApiError> {
+        ChargeId::parse(raw)
+            .filter(|id| self.charges.get(id).is_some())
+            .ok_or_else(|| ApiError::unknown_object("charge", raw, "charge"))
+    }
+
+    /// Refunds `charge_id`: `amount` (default: what is left), `reason`, `metadata`.
+    fn refund(&self, charge_id: ChargeId, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let requested = p.opt_u64("amount")?;
         let reason = match p.opt_str("reason")? {
             None => None,
@@ -146,6 +179,65 @@ impl Payments {
             .and_then(|i| self.refunds.get(&i))
             .map(Reply::Refund)
             .ok_or_else(|| ApiError::unknown_object("refund", id, "refund"))
+    }
+
+    /// `POST /v1/refunds/{id}`: its `metadata`, merged as Stripe merges it, announced by
+    /// `charge.refund.updated`.
+    pub fn update_refund(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let unknown = || ApiError::unknown_object("refund", raw, "refund");
+        let id = RefundId::parse(raw).ok_or_else(unknown)?;
+        self.refunds
+            .update(&id, |slot| {
+                let mut r = (**slot).clone();
+                r.metadata = metadata_update(&r.metadata, p)?;
+                let before = std::mem::replace(slot, Arc::new(r));
+                self.events.emit(
+                    EventType::ChargeRefundUpdated,
+                    Reply::Refund(slot.clone()),
+                    Some(Reply::Refund(before)),
+                    attempt,
+                );
+                Ok(Reply::Refund(slot.clone()))
+            })
+            .unwrap_or_else(|| Err(unknown()))
+    }
+
+    /// The refund `raw` of the charge `charge` (`/v1/charges/{id}/refunds/{sub}`): a
+    /// refund of another charge is no such refund there.
+    fn charge_refund(&self, charge: &str, raw: &str) -> Result<Arc<Refund>, ApiError> {
+        let charge = self.path_charge(charge)?;
+        RefundId::parse(raw)
+            .and_then(|id| self.refunds.get(&id))
+            .filter(|r| r.charge == charge)
+            .ok_or_else(|| ApiError::unknown_object("refund", raw, "refund"))
+    }
+
+    pub fn retrieve_charge_refund(&self, charge: &str, raw: &str) -> Result<Reply, ApiError> {
+        self.charge_refund(charge, raw).map(Reply::Refund)
+    }
+
+    pub fn update_charge_refund(
+        &self,
+        charge: &str,
+        raw: &str,
+        p: &Params,
+        attempt: &Attempt,
+    ) -> Result<Reply, ApiError> {
+        self.charge_refund(charge, raw)?;
+        self.update_refund(raw, p, attempt)
+    }
+
+    /// `GET /v1/charges/{id}/refunds`: the charge's refunds, newest first.
+    pub fn list_charge_refunds(&self, charge: &str, p: &Params) -> Result<Reply, ApiError> {
+        let charge = self.path_charge(charge)?;
+        list_page(
+            &self.refunds,
+            p,
+            &format!("/v1/charges/{charge}/refunds"),
+            RefundId::parse,
+            |r| r.charge == charge,
+            |r| r.to_json(),
+        )
     }
 
     pub fn list_refunds(&self, p: &Params) -> Result<Reply, ApiError> {

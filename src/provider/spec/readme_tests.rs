@@ -108,6 +108,7 @@ const MODELLED: &[(Verb, &str, &[&str])] = &[
     ),
     (Verb::Get, "/v1/charges/search", &["expand", "limit", "page", "query"]),
     (Verb::Get, "/v1/charges/{id}", &["expand"]),
+    (Verb::Post, "/v1/charges/{id}", &["description", "expand", "metadata"]),
     (Verb::Post, "/v1/charges/{id}/capture", &["amount", "expand"]),
     (
         Verb::Post,
@@ -127,6 +128,24 @@ const MODELLED: &[(Verb, &str, &[&str])] = &[
         ],
     ),
     (Verb::Get, "/v1/refunds/{id}", &["expand"]),
+    (Verb::Post, "/v1/refunds/{id}", &["expand", "metadata"]),
+    (
+        Verb::Post,
+        "/v1/charges/{id}/refund",
+        &["amount", "expand", "metadata", "payment_intent", "reason"],
+    ),
+    (
+        Verb::Post,
+        "/v1/charges/{id}/refunds",
+        &["amount", "expand", "metadata", "payment_intent", "reason"],
+    ),
+    (
+        Verb::Get,
+        "/v1/charges/{id}/refunds",
+        &["ending_before", "expand", "limit", "starting_after"],
+    ),
+    (Verb::Get, "/v1/charges/{id}/refunds/{sub}", &["expand"]),
+    (Verb::Post, "/v1/charges/{id}/refunds/{sub}", &["expand", "metadata"]),
     (
         Verb::Post,
         "/v1/customers",
@@ -167,6 +186,7 @@ const MODELLED: &[(Verb, &str, &[&str])] = &[
         "/v1/customers/{id}/payment_methods",
         &["ending_before", "expand", "limit", "starting_after", "type"],
     ),
+    (Verb::Get, "/v1/customers/{id}/payment_methods/{sub}", &["expand"]),
     (
         Verb::Post,
         "/v1/payment_methods",
