@@ -162,15 +162,15 @@ impl Event {
         self.pending_webhooks() == 0
     }
 
-    /// `data.previous_attributes`: the top-level fields an update changed, with their
-    /// values before it.
+    /// `data.previous_attributes`: the fields an update changed, with their values before
+    /// it ([`changed`]).
     pub fn previous_attributes(&self) -> Option<Map<String, Value>> {
         let before = self.previous.as_ref()?.json();
         let after = self.object.json();
         let (Value::Object(before), Value::Object(after)) = (before, after) else {
             return None;
         };
-        Some(before.into_iter().filter(|(k, v)| after.get(k) != Some(v)).collect())
+        Some(changed(before, &after))
     }
 
     /// The event's Stripe JSON, written to `out`.
@@ -216,6 +216,28 @@ impl Keyed for Arc<Event> {
     }
 }
 
+/// What changed from `before` to `after`, as Stripe's `previous_attributes` shows it:
+/// each changed field with its value before; inside a hash (`metadata`,
+/// `billing_details`) only the keys that changed, a key the update added as `null`
+/// (`{"metadata": {"shipped": null}}`); a list whole.
+fn changed(before: Map<String, Value>, after: &Map<String, Value>) -> Map<String, Value> {
+    let added: Vec<String> = after.keys().filter(|k| !before.contains_key(*k)).cloned().collect();
+    let mut out = Map::new();
+    for (k, was) in before {
+        match (was, after.get(&k)) {
+            (was, Some(now)) if was == *now => {}
+            (Value::Object(was), Some(Value::Object(now))) => {
+                out.insert(k, Value::Object(changed(was, now)));
+            }
+            (was, _) => {
+                out.insert(k, was);
+            }
+        }
+    }
+    out.extend(added.into_iter().map(|k| (k, Value::Null)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +271,33 @@ mod tests {
         assert!(!type_matches("charge.succeeded", "charge.failed"));
         assert!(!type_matches("charge*", "charge.failed"), "a prefix ends with '.*'");
         assert!(!type_matches("payment_intent.*", "charge.succeeded"));
+    }
+
+    #[test]
+    fn previous_attributes_name_the_changed_keys_inside_a_hash() {
+        let obj = |v: serde_json::Value| match v {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let before = obj(serde_json::json!({
+            "description": "a", "amount": 5, "tags": [1, 2],
+            "metadata": {"order_id": "o-1", "gone": "x", "same": "s"},
+            "billing_details": {"address": {"city": "Paris", "line1": "1"}},
+        }));
+        let after = obj(serde_json::json!({
+            "description": "b", "amount": 5, "tags": [1, 3],
+            "metadata": {"order_id": "o-1", "shipped": "no", "same": "s"},
+            "billing_details": {"address": {"city": "Lyon", "line1": "1"}},
+        }));
+        assert_eq!(
+            serde_json::Value::Object(changed(before, &after)),
+            serde_json::json!({
+                "description": "a",
+                "tags": [1, 2],
+                "metadata": {"gone": "x", "shipped": null},
+                "billing_details": {"address": {"city": "Paris"}},
+            })
+        );
     }
 
     #[test]
