@@ -360,6 +360,66 @@ async fn requests_are_checked_as_stripe_checks_them() {
     assert_eq!(ids(&cards).len(), 2, "the first setup and the keyed one");
 }
 
+/// Updates: text and metadata always; customer and payment method only while the intent
+/// waits for its payment method; a new card voids a pending challenge.
+#[tokio::test]
+async fn updates_follow_the_status() {
+    let h = Harness::default().await;
+    let cus = customer(&h).await;
+    let (_, si) = post(&h, "/v1/setup_intents", "metadata[a]=1").await;
+    let path = format!("/v1/setup_intents/{}", id(&si));
+    let (status, si) = post(
+        &h,
+        &path,
+        &format!("customer={cus}&payment_method=pm_card_visa&description=d&metadata[b]=2"),
+    )
+    .await;
+    assert_eq!(status, 200, "{si}");
+    assert_eq!(
+        (&si["status"], &si["customer"], &si["description"]),
+        (&json!("requires_confirmation"), &json!(cus), &json!("d"))
+    );
+    assert_eq!(si["metadata"], json!({"a": "1", "b": "2"}));
+    assert!(si["payment_method"].as_str().unwrap().starts_with("pm_"));
+
+    // A card asking for 3-D Secure waits; another card voids the challenge.
+    let (_, waiting) = post(
+        &h,
+        &format!("{path}/confirm"),
+        "payment_method=pm_card_authenticationRequiredOnSetup",
+    )
+    .await;
+    assert_eq!(waiting["status"], "requires_action", "{waiting}");
+    let (_, swapped) = post(&h, &path, "payment_method=pm_card_mastercard").await;
+    assert_eq!(
+        (&swapped["status"], &swapped["next_action"]),
+        (&json!("requires_confirmation"), &Value::Null)
+    );
+    let (_, done) = post(&h, &format!("{path}/confirm"), "").await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+
+    let refused = post(&h, &path, "payment_method=pm_card_visa").await;
+    assert_error(&refused, 400, "setup_intent_unexpected_state", Some("payment_method"));
+    assert_error(
+        &post(&h, &path, "payment_method_types[]=card").await,
+        400,
+        "setup_intent_unexpected_state",
+        Some("payment_method_types"),
+    );
+    let (status, noted) = post(&h, &path, "metadata[a]=&description=").await;
+    assert_eq!(status, 200, "{noted}");
+    assert_eq!(
+        (&noted["metadata"], &noted["description"]),
+        (&json!({"b": "2"}), &Value::Null)
+    );
+    assert_error(
+        &post(&h, "/v1/setup_intents/seti_nope", "metadata[a]=1").await,
+        404,
+        "resource_missing",
+        Some("intent"),
+    );
+}
+
 #[tokio::test]
 async fn lists_filter_and_paginate() {
     let h = Harness::default().await;

@@ -649,6 +649,14 @@ async fn setup_intents(r: &mut Run) {
     assert_eq!(open["status"], "requires_payment_method");
     let ready = r.ok(SI, "", "payment_method=pm_card_visa&usage=on_session").await;
     assert_eq!(ready["status"], "requires_confirmation");
+    let ready = r
+        .ok(
+            SI_ONE,
+            &id(&ready),
+            "description=later&metadata[k]=v&payment_method=pm_card_mastercard",
+        )
+        .await;
+    assert_eq!(ready["status"], "requires_confirmation");
     let done = r
         .ok(&format!("{SI_ONE}/confirm"), &id(&open), "payment_method=pm_card_visa")
         .await;

@@ -128,6 +128,7 @@ async function payments(url) {
     usage: "off_session",
   });
   assert.equal(setup.status, "succeeded");
+  assert.equal((await c.setupIntents.update(setup.id, { metadata: { plan: "pro" } })).metadata.plan, "pro");
   const saved = await c.customers.listPaymentMethods(customer.id);
   assert.deepEqual(saved.data.map((p) => p.id), [setup.payment_method]);
   const one = await c.customers.retrievePaymentMethod(customer.id, setup.payment_method);

@@ -125,6 +125,8 @@ def payments(url):
         params={"customer": customer.id, "payment_method": "pm_card_visa", "confirm": True, "usage": "off_session"}
     )
     assert isinstance(setup, stripe.SetupIntent) and setup.status == "succeeded", setup
+    noted = c.v1.setup_intents.update(setup.id, params={"metadata": {"plan": "pro"}})
+    assert noted.metadata["plan"] == "pro", noted
     saved = c.v1.customers.payment_methods.list(customer.id)
     assert [p.id for p in saved.data] == [setup.payment_method], saved
     one = c.v1.customers.payment_methods.retrieve(customer.id, setup.payment_method)

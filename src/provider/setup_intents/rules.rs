@@ -1,4 +1,4 @@
-//! Setup intents: create, confirm, authenticate, cancel, retrieve and list, and the
+//! Setup intents: create, update, confirm, authenticate, cancel, retrieve and list, and the
 //! state machine between them (`requires_payment_method` → `requires_confirmation` →
 //! [`requires_action` →] `succeeded`, or `canceled`); and saving a payment method for
 //! future use, which a succeeded setup intent and a payment intent with
@@ -18,7 +18,7 @@ use crate::provider::attempt::Attempt;
 use crate::provider::cards::TestCard;
 use crate::provider::error::ApiError;
 use crate::provider::events::object::EventType;
-use crate::provider::fields::{card_error, metadata, text_at_most};
+use crate::provider::fields::{card_error, metadata, metadata_update, text_at_most, text_update};
 use crate::provider::ids::{CustomerId, PaymentMethodId, SetupIntentId};
 use crate::provider::json::now_unix;
 use crate::provider::paging::{list_page, TimeRange};
@@ -216,6 +216,65 @@ impl Payments {
             Ok(()) => Ok(Reply::SetupIntent(si)),
             Err(e) => Err(e.with_extra("setup_intent", si.to_json())),
         }
+    }
+
+    /// `POST /v1/setup_intents/{id}`: `description` and `metadata` in any status;
+    /// `customer`, `payment_method` and `payment_method_types` while the intent waits
+    /// for its payment method (`requires_payment_method`, `requires_confirmation`,
+    /// `requires_action`), else 400 `setup_intent_unexpected_state` naming the field. A
+    /// new payment method voids a pending authentication: the intent then waits for its
+    /// confirmation. No event, as Stripe has no `setup_intent.updated`.
+    pub fn update_setup_intent(&self, raw: &str, p: &Params) -> Result<Reply, ApiError> {
+        let id = SetupIntentId::parse(raw).ok_or_else(|| unknown_path(raw))?;
+        let current = self.setup_intents.get(&id).ok_or_else(|| unknown_path(raw))?;
+        let customer = match p.contains("customer") {
+            true => Some(self.customer_param(p, "customer")?),
+            false => None,
+        };
+        let owner = customer.unwrap_or(current.customer);
+        let method = self.setup_payment_method(p, owner)?;
+        if let (Some(_), None, Some(saved)) = (customer, method, current.payment_method) {
+            // A new customer must be able to use the method already on the intent.
+            self.check_intent_payment_method(saved, owner)?;
+        }
+        let description = text_update(p, "description", MAX_DESCRIPTION)?;
+        let types = payment_method_types(p)?;
+        let restricted = ["customer", "payment_method", "payment_method_types"]
+            .into_iter()
+            .find(|f| p.contains(f));
+        self.setup_intents
+            .update(&id, |slot| {
+                let open = matches!(
+                    slot.status,
+                    SetupStatus::RequiresPaymentMethod | SetupStatus::RequiresConfirmation | SetupStatus::RequiresAction
+                );
+                if let (false, Some(field)) = (open, restricted) {
+                    return Err(unexpected_state(format!(
+                        "You cannot update this SetupIntent's {field} because it has a status of {}. You may only update the {field} of a SetupIntent with one of the following statuses: requires_payment_method, requires_confirmation, requires_action.",
+                        slot.status.as_str()
+                    ))
+                    .with_param(field));
+                }
+                let mut si = (**slot).clone();
+                si.metadata = metadata_update(&si.metadata, p)?;
+                if let Some(d) = description {
+                    si.description = d;
+                }
+                if let Some(c) = customer {
+                    si.customer = c;
+                }
+                if types.is_some() {
+                    si.payment_method_types = types.clone();
+                }
+                if let Some(m) = method {
+                    si.payment_method = Some(self.saved_method(m));
+                    si.next_action = None;
+                    si.status = SetupStatus::RequiresConfirmation;
+                }
+                *slot = Arc::new(si);
+                Ok(Reply::SetupIntent(slot.clone()))
+            })
+            .unwrap_or_else(|| Err(unknown_path(raw)))
     }
 
     pub fn confirm_setup_intent(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {

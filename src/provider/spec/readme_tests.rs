@@ -253,6 +253,19 @@ const MODELLED: &[(Verb, &str, &[&str])] = &[
     (Verb::Get, "/v1/setup_intents/{id}", &["expand"]),
     (
         Verb::Post,
+        "/v1/setup_intents/{id}",
+        &[
+            "customer",
+            "description",
+            "expand",
+            "metadata",
+            "payment_method",
+            "payment_method_data",
+            "payment_method_types",
+        ],
+    ),
+    (
+        Verb::Post,
         "/v1/setup_intents/{id}/confirm",
         &["expand", "payment_method", "payment_method_data", "return_url"],
     ),
