@@ -5,10 +5,11 @@
 /// (`checkout.toml: path: expected …`; a command-line flag is its own field:
 /// `--users: expected …`).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{source_name}: {}expected {expected}", field_prefix(field))]
+#[error("{source_name}: {}expected {expected}", field_prefix(field.as_deref()))]
 pub struct ConfigError {
     pub source_name: String,
-    pub field: String,
+    /// The field in the source; `None` for a command-line flag, which is its own field.
+    pub field: Option<String>,
     pub expected: String,
 }
 
@@ -16,22 +17,23 @@ impl ConfigError {
     pub fn new(source: &str, field: &str, expected: impl Into<String>) -> Self {
         Self {
             source_name: source.to_string(),
-            field: field.to_string(),
+            field: Some(field.to_string()),
             expected: expected.into(),
         }
     }
 
     /// A mistake in the value of a command-line flag such as `--users`.
     pub fn flag(flag: &str, expected: impl Into<String>) -> Self {
-        Self::new(flag, "", expected)
+        Self {
+            source_name: flag.to_string(),
+            field: None,
+            expected: expected.into(),
+        }
     }
 }
 
-fn field_prefix(field: &str) -> String {
-    match field {
-        "" => String::new(),
-        f => format!("{f}: "),
-    }
+fn field_prefix(field: Option<&str>) -> String {
+    field.map(|f| format!("{f}: ")).unwrap_or_default()
 }
 
 #[derive(Debug, thiserror::Error)]

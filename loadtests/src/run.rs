@@ -416,19 +416,10 @@ fn goose_time(s: &str) -> Option<Duration> {
 }
 
 fn base_url(flag: &str, s: &str) -> Result<String, ConfigError> {
-    let url = reqwest::Url::parse(s).map_err(|e| {
-        ConfigError::new(
-            flag,
-            "url",
-            format!("an http(s) URL such as http://127.0.0.1:8080 ({e})"),
-        )
-    })?;
+    let url = reqwest::Url::parse(s)
+        .map_err(|e| ConfigError::flag(flag, format!("an http(s) URL such as http://127.0.0.1:8080 ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(ConfigError::new(
-            flag,
-            "url",
-            "an http(s) URL such as http://127.0.0.1:8080",
-        ));
+        return Err(ConfigError::flag(flag, "an http(s) URL such as http://127.0.0.1:8080"));
     }
     Ok(s.trim_end_matches('/').to_string())
 }

@@ -726,7 +726,7 @@ mod tests {
         ];
         for (text, field) in cases {
             let e = Template::parse("t.toml", text).unwrap_err();
-            assert_eq!(e.field, field, "{text}: {e}");
+            assert_eq!(e.field.as_deref(), Some(field), "{text}: {e}");
         }
         assert!(Template::load("nonexistent").is_err());
     }
@@ -781,7 +781,7 @@ mod tests {
             ("path='/o/{{order_id}}'\ncount='/n'\nextra=1", "template", "extra"),
         ] {
             let e = Template::parse("t.toml", &format!("{base}[fulfillment]\n{table}\n")).unwrap_err();
-            assert_eq!(e.field, field, "{table}: {e}");
+            assert_eq!(e.field.as_deref(), Some(field), "{table}: {e}");
             let line = e.to_string();
             assert!(line.contains(expected) && !line.contains('\n'), "{table}: {line}");
             assert!(line.starts_with("t.toml"), "{line}");
