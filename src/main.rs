@@ -270,7 +270,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // Recovered before listening, so the first request sees the whole state.
         let (provider, recovered) = provider::recovery::open(config, args.data_dir.as_deref(), args.fsync)?;
         if let (Some(summary), Some(dir)) = (recovered, &args.data_dir) {
-            tracing::info!("{}", summary.describe(dir));
+            match summary.diverged {
+                0 => tracing::info!("{}", summary.describe(dir)),
+                _ => tracing::warn!("{}", summary.describe(dir)),
+            }
         }
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await

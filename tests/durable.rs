@@ -139,6 +139,7 @@ async fn kill_9_three_times_under_load_loses_and_doubles_nothing() {
         let url = server.url.clone();
         if round > 1 {
             assert!(server.startup.contains("recovered"), "{}", server.startup);
+            assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
         }
         let before = acked.lock().unwrap().len();
         let kill_after = before + 40 + (rng.next() % 160) as usize;
@@ -193,6 +194,8 @@ async fn kill_9_three_times_under_load_loses_and_doubles_nothing() {
         let server = start_async(&dir, &[]).await;
         let url = server.url.clone();
         assert!(server.startup.contains("recovered"), "{}", server.startup);
+        // Every write ends as it ended the first time.
+        assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
         let snapshot = acked.lock().unwrap().clone();
         assert!(snapshot.len() >= kill_after, "round {round}");
         for (order, id) in &snapshot {
@@ -307,9 +310,40 @@ async fn updates_under_a_charges_path_survive_a_crash() {
     let re = refund["id"].as_str().unwrap().to_string();
     post(format!("/v1/charges/{ch}/refunds/{re}"), &[("metadata[ticket]", "T-9")]).await;
     post(format!("/v1/charges/{ch}"), &[("description", "kept")]).await;
+    // Writes that ended in an error are recorded too (a decline, an over-refund).
+    for (path, form) in [
+        (
+            "/v1/payment_intents".to_string(),
+            [
+                ("amount", "900"),
+                ("currency", "usd"),
+                ("confirm", "true"),
+                ("payment_method", "pm_card_chargeDeclined"),
+            ],
+        ),
+        (
+            format!("/v1/charges/{ch}/refunds"),
+            [
+                ("amount", "99999"),
+                ("reason", "duplicate"),
+                ("metadata[k]", "v"),
+                ("expand[]", "charge"),
+            ],
+        ),
+    ] {
+        let resp = client
+            .post(format!("{url}{path}"))
+            .bearer_auth("sk_test_durable")
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert!(matches!(resp.status().as_u16(), 400 | 402), "{path}: {}", resp.status());
+    }
     server.kill_9();
 
     let server = start_async(&dir, &[]).await;
+    assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
     let (status, refund) = get(&client, &server.url, &format!("/v1/charges/{ch}/refunds/{re}")).await;
     assert_eq!(
         (status, &refund["metadata"]["ticket"]),
@@ -321,6 +355,58 @@ async fn updates_under_a_charges_path_survive_a_crash() {
         (&charge["description"], &charge["amount_refunded"]),
         (&Value::from("kept"), &Value::from(400))
     );
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A write that ends otherwise when run again (here: its record says it was declined,
+/// and the code now charges it) is said at start-up, with the first such write: the
+/// state no longer matches what clients were told.
+#[tokio::test]
+async fn a_write_that_ends_otherwise_on_recovery_is_said_at_start_up() {
+    let dir = data_dir("diverged");
+    let client = client();
+    let server = start_async(&dir, &[]).await;
+    pay(&client, &server.url, "div-1").await.unwrap();
+    pay(&client, &server.url, "div-2").await.unwrap();
+    server.terminate();
+    let startup = start_async(&dir, &[]).await;
+    assert!(!startup.startup.contains("ended otherwise"), "{}", startup.startup);
+    startup.terminate();
+
+    // Rewrite the first payment's record as if it had answered 402.
+    let log = dir.join("fauxpay.log");
+    let bytes = std::fs::read(&log).unwrap();
+    let (mut out, mut at, mut changed) = (bytes[..12].to_vec(), 12, 0);
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        let payload = &bytes[at + 8..at + 8 + len];
+        let mut record: Value = serde_json::from_slice(payload).unwrap();
+        let payload = match record["commit"]["status"] == 200 && changed == 0 {
+            true => {
+                record["commit"]["status"] = 402.into();
+                changed += 1;
+                serde_json::to_vec(&record).unwrap()
+            }
+            false => payload.to_vec(),
+        };
+        fauxpay::provider::durable::file::encode_frame(&payload, &mut out);
+        at += 8 + len;
+    }
+    assert_eq!(changed, 1, "a commit record with its status");
+    std::fs::write(&log, out).unwrap();
+
+    let server = start_async(&dir, &[]).await;
+    assert!(
+        server.startup.contains("1 write ended otherwise than when made")
+            && server.startup.contains("POST /v1/payment_intents")
+            && server.startup.contains("answered 402, now 200")
+            && server.startup.contains("WARN"),
+        "{}",
+        server.startup
+    );
+    let (_, summary) = get(&client, &server.url, "/__fauxpay/summary").await;
+    assert_eq!(summary["charges"], 2, "recovery runs the code as it is now");
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }

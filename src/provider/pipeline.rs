@@ -374,9 +374,18 @@ fn execute_logged(
             tokens,
             attempt: counted,
             injected_status,
+            status: Some(status_of(&result)),
         })));
     }
     result
+}
+
+/// The HTTP status an operation's result answers (before any fault replaces it).
+pub fn status_of(result: &Result<Reply, ApiError>) -> u16 {
+    match result {
+        Ok(_) => 200,
+        Err(e) => e.status.code(),
+    }
 }
 
 /// What a write's record says beside the request itself.

@@ -37,6 +37,11 @@ pub struct Summary {
     pub torn_bytes: u64,
     pub created: bool,
     pub took: Duration,
+    /// Writes that answered another status when run again than when they were made
+    /// (the log was written by a fauxpay whose rules differ, or it does not match the
+    /// state it was replayed onto), and the first of them.
+    pub diverged: u64,
+    pub first_divergence: Option<String>,
 }
 
 impl Summary {
@@ -58,6 +63,13 @@ impl Summary {
             line.push_str(&format!(
                 "; the last write was torn ({} bytes after the last whole record were discarded)",
                 self.torn_bytes
+            ));
+        }
+        if self.diverged > 0 {
+            line.push_str(&format!(
+                "; {} ended otherwise than when made, so the state differs from what clients were told (first: {}); was the log written by another fauxpay version?",
+                count(self.diverged, "write", "writes"),
+                self.first_divergence.as_deref().unwrap_or("?"),
             ));
         }
         line
@@ -82,7 +94,7 @@ pub fn open(
         replay.apply(record)
     })?;
     let resumed = replay.resume_deliveries();
-    let commits = replay.commits;
+    let (commits, diverged, first_divergence) = (replay.commits, replay.diverged, replay.first_divergence.take());
     let log = DataLog::start(log_file, fsync).map_err(|source| DataDirError::Io {
         dir: dir.to_path_buf(),
         source,
@@ -103,6 +115,8 @@ pub fn open(
             torn_bytes,
             created,
             took: started.elapsed(),
+            diverged,
+            first_divergence,
         }),
     ))
 }
@@ -126,6 +140,9 @@ struct Replay<'a> {
     now_ms: u64,
     now: Instant,
     commits: u64,
+    /// Writes that answered another status than their record says, and the first.
+    diverged: u64,
+    first_divergence: Option<String>,
     /// Deliveries that ended: (event id, endpoint URL) → acknowledged (else out of retries).
     ended: HashMap<(String, String), bool>,
 }
@@ -137,6 +154,8 @@ impl<'a> Replay<'a> {
             now_ms: clock::wall_ms(),
             now: app.clock.now(),
             commits: 0,
+            diverged: 0,
+            first_divergence: None,
             ended: HashMap::new(),
         }
     }
@@ -214,6 +233,12 @@ impl<'a> Replay<'a> {
         let (result, _) = ids::scripted(Some(c.tokens), || {
             clock::frozen(c.at_ms, || pipeline::execute_validated(self.app, endpoint, &call))
         });
+        let now = pipeline::status_of(&result);
+        if let Some(was) = c.status.filter(|was| *was != now) {
+            self.diverged += 1;
+            self.first_divergence
+                .get_or_insert_with(|| format!("{} {} ({}) answered {was}, now {now}", c.verb, c.path, c.request_id));
+        }
         if let Some(key) = key {
             let stored = pipeline::stored_result(result, c.injected_status, c.fault.as_deref(), request_id);
             let fingerprint = match c.fingerprint.first() {

@@ -56,6 +56,7 @@ fn record(i: usize) -> Vec<u8> {
         tokens: (0..6).map(|t| [i as u64 * 7 + t + 1, u64::MAX - i as u64]).collect(),
         attempt: Some(1),
         injected_status: None,
+        status: Some(200),
     }))
     .to_bytes()
 }

@@ -75,6 +75,10 @@ pub struct Commit {
     /// A 5xx a fault put in place of its answer after the commit (what its key replays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injected_status: Option<u16>,
+    /// The status its operation answered (200, or an error's that ran), so that recovery
+    /// can tell a write that now ends otherwise. Absent in logs from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
 }
 
 /// `tokens` as one string of 32 hex digits per token.
@@ -169,6 +173,7 @@ mod tests {
                 tokens: vec![[1, 2], [u64::MAX, 0]],
                 attempt: Some(2),
                 injected_status: Some(500),
+                status: Some(402),
             })),
             Record::Attempt {
                 identity: "k1".into(),
