@@ -148,23 +148,21 @@ impl Payments {
         let unknown = || ApiError::unknown_object("charge", raw, "charge");
         let id = ChargeId::parse(raw).ok_or_else(unknown)?;
         let description = text_update(p, "description", MAX_DESCRIPTION)?;
-        self.charges
-            .update(&id, |slot| {
-                let mut c = (**slot).clone();
+        self.update_announced(
+            &self.charges,
+            &id,
+            EventType::ChargeUpdated,
+            Reply::Charge,
+            attempt,
+            |c| {
                 c.metadata = metadata_update(&c.metadata, p)?;
                 if let Some(d) = description {
                     c.description = d;
                 }
-                let before = std::mem::replace(slot, Arc::new(c));
-                self.events.emit(
-                    EventType::ChargeUpdated,
-                    Reply::Charge(slot.clone()),
-                    Some(Reply::Charge(before)),
-                    attempt,
-                );
-                Ok(Reply::Charge(slot.clone()))
-            })
-            .unwrap_or_else(|| Err(unknown()))
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|| Err(unknown()))
     }
 
     pub fn retrieve_charge(&self, id: &str) -> Result<Reply, ApiError> {

@@ -148,12 +148,16 @@ impl Payments {
                 Some(Some(owned.ok_or_else(|| not_attached(d))?.id))
             }
         };
-        self.customers
-            .update(&current.id, |slot| {
-                if slot.deleted {
+        self.update_announced(
+            &self.customers,
+            &current.id,
+            EventType::CustomerUpdated,
+            Reply::Customer,
+            attempt,
+            |c| {
+                if c.deleted {
                     return Err(unknown_path(raw));
                 }
-                let mut c = (**slot).clone();
                 let t = &mut c.text;
                 let [description, email, name, phone] = updates;
                 for (slot, update) in [
@@ -170,16 +174,10 @@ impl Payments {
                 if let Some(d) = default {
                     c.default_payment_method = d;
                 }
-                let before = std::mem::replace(slot, Arc::new(c));
-                self.events.emit(
-                    EventType::CustomerUpdated,
-                    Reply::Customer(slot.clone()),
-                    Some(Reply::Customer(before)),
-                    attempt,
-                );
-                Ok(Reply::Customer(slot.clone()))
-            })
-            .unwrap_or_else(|| Err(unknown_path(raw)))
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|| Err(unknown_path(raw)))
     }
 
     /// Deletes a customer: answers `{"id","object":"customer","deleted":true}`.

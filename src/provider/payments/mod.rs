@@ -19,6 +19,8 @@ use std::sync::Arc;
 use crate::provider::attempt::Attempt;
 use crate::provider::charges::object::Charge;
 use crate::provider::customers::object::Customer;
+use crate::provider::error::ApiError;
+use crate::provider::events::object::EventType;
 use crate::provider::events::store::Events;
 use crate::provider::ids::CorrelationId;
 use crate::provider::ledger::Ledger;
@@ -26,8 +28,9 @@ use crate::provider::params::Params;
 use crate::provider::payment_intents::object::PaymentIntent;
 use crate::provider::payment_methods::object::{Attachment, PaymentMethod};
 use crate::provider::refunds::object::Refund;
+use crate::provider::reply::Reply;
 use crate::provider::setup_intents::object::SetupIntent;
-use crate::provider::table::Table;
+use crate::provider::table::{Keyed, Table};
 use crate::provider::webhook_endpoints::object::WebhookEndpoint;
 
 #[cfg(test)]
@@ -103,6 +106,32 @@ impl Payments {
             policy,
             correlate,
         }
+    }
+
+    /// The `*.updated` shape every plain update shares: `edit` changes a copy of the row
+    /// `id` of `table`, the copy takes its place, and `event` announces it with the row
+    /// before as `previous_attributes`. `None` when there is no such row; an `Err` from
+    /// `edit` leaves the row as it was.
+    pub(crate) fn update_announced<T: Clone>(
+        &self,
+        table: &Table<Arc<T>>,
+        id: &<Arc<T> as Keyed>::Key,
+        event: EventType,
+        reply: fn(Arc<T>) -> Reply,
+        attempt: &Attempt,
+        edit: impl FnOnce(&mut T) -> Result<(), ApiError>,
+    ) -> Option<Result<Reply, ApiError>>
+    where
+        Arc<T>: Keyed,
+    {
+        table.update(id, |slot| {
+            let mut row = (**slot).clone();
+            edit(&mut row)?;
+            let before = std::mem::replace(slot, Arc::new(row));
+            self.events
+                .emit(event, reply(slot.clone()), Some(reply(before)), attempt);
+            Ok(reply(slot.clone()))
+        })
     }
 
     /// The correlation id of a request, read once per request.

@@ -186,20 +186,18 @@ impl Payments {
     pub fn update_refund(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let unknown = || ApiError::unknown_object("refund", raw, "refund");
         let id = RefundId::parse(raw).ok_or_else(unknown)?;
-        self.refunds
-            .update(&id, |slot| {
-                let mut r = (**slot).clone();
+        self.update_announced(
+            &self.refunds,
+            &id,
+            EventType::ChargeRefundUpdated,
+            Reply::Refund,
+            attempt,
+            |r| {
                 r.metadata = metadata_update(&r.metadata, p)?;
-                let before = std::mem::replace(slot, Arc::new(r));
-                self.events.emit(
-                    EventType::ChargeRefundUpdated,
-                    Reply::Refund(slot.clone()),
-                    Some(Reply::Refund(before)),
-                    attempt,
-                );
-                Ok(Reply::Refund(slot.clone()))
-            })
-            .unwrap_or_else(|| Err(unknown()))
+                Ok(())
+            },
+        )
+        .unwrap_or_else(|| Err(unknown()))
     }
 
     /// The refund `raw` of the charge `charge` (`/v1/charges/{id}/refunds/{sub}`): a
