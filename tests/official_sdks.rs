@@ -62,70 +62,78 @@ impl Sdk {
         installed.as_ref().ok()
     }
 
+    /// The SDK named by its environment variable (checked, never installed over), else
+    /// the one under `target/tmp`, installed there when it is missing.
     fn install(self) -> Result<Runner, String> {
         let version = self.version();
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("stripe-{self:?}-{version}").to_lowercase());
+        let (var, script) = match self {
+            Sdk::Python => ("FAUXPAY_STRIPE_PYTHON", "flows.py"),
+            Sdk::Node => ("FAUXPAY_STRIPE_NODE_MODULES", "flows.cjs"),
+        };
+        let given = std::env::var_os(var).map(PathBuf::from);
+        let runner = match self {
+            Sdk::Python => Runner {
+                program: given.clone().unwrap_or_else(|| dir.join("bin").join("python")),
+                script,
+                env: Vec::new(),
+            },
+            Sdk::Node => Runner {
+                program: "node".into(),
+                script,
+                env: vec![(
+                    "NODE_PATH",
+                    given.clone().unwrap_or_else(|| dir.join("node_modules")).into(),
+                )],
+            },
+        };
+        if self.ready(&runner) {
+            return Ok(runner);
+        }
+        if let Some(given) = given {
+            return Err(format!("{var}={} does not hold stripe {version}", given.display()));
+        }
         match self {
             Sdk::Python => {
-                let python = match std::env::var_os("FAUXPAY_STRIPE_PYTHON") {
-                    Some(python) => python.into(),
-                    None => dir.join("bin").join("python"),
-                };
-                let check = format!("import stripe, sys; sys.exit(stripe.VERSION != '{version}')");
-                let ready = |python: &Path| run(Command::new(python).args(["-c", &check])).is_ok();
-                if !ready(&python) {
-                    run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
-                    run(Command::new(&python)
-                        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
-                        .arg(format!("stripe=={version}")))?;
-                    if !ready(&python) {
-                        return Err(format!(
-                            "{} does not import stripe {version} after installing it",
-                            python.display()
-                        ));
-                    }
-                }
-                Ok(Runner {
-                    program: python,
-                    script: "flows.py",
-                    env: Vec::new(),
-                })
+                run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+                run(Command::new(&runner.program)
+                    .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
+                    .arg(format!("stripe=={version}")))?;
             }
             Sdk::Node => {
-                let modules = match std::env::var_os("FAUXPAY_STRIPE_NODE_MODULES") {
-                    Some(modules) => modules.into(),
-                    None => dir.join("node_modules"),
-                };
-                let package = modules.join("stripe").join("package.json");
-                let ready = || {
-                    std::fs::read_to_string(&package).is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
-                };
-                if !ready() {
-                    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-                    run(Command::new("npm")
-                        .args([
-                            "install",
-                            "--silent",
-                            "--no-audit",
-                            "--no-fund",
-                            "--no-save",
-                            "--prefix",
-                        ])
-                        .arg(&dir)
-                        .arg(format!("stripe@{version}")))?;
-                    if !ready() {
-                        return Err(format!(
-                            "{} is not stripe {version} after installing it",
-                            package.display()
-                        ));
-                    }
-                }
-                Ok(Runner {
-                    program: "node".into(),
-                    script: "flows.cjs",
-                    env: vec![("NODE_PATH", modules.into())],
-                })
+                std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                run(Command::new("npm")
+                    .args([
+                        "install",
+                        "--silent",
+                        "--no-audit",
+                        "--no-fund",
+                        "--no-save",
+                        "--prefix",
+                    ])
+                    .arg(&dir)
+                    .arg(format!("stripe@{version}")))?;
             }
+        }
+        match self.ready(&runner) {
+            true => Ok(runner),
+            false => Err(format!("{} is not stripe {version} after installing it", dir.display())),
+        }
+    }
+
+    /// Whether `runner` reaches the pinned SDK release.
+    fn ready(self, runner: &Runner) -> bool {
+        let version = self.version();
+        match self {
+            Sdk::Python => run(Command::new(&runner.program).args([
+                "-c",
+                &format!("import stripe, sys; sys.exit(stripe.VERSION != '{version}')"),
+            ]))
+            .is_ok(),
+            Sdk::Node => runner.env.iter().any(|(_, modules)| {
+                std::fs::read_to_string(Path::new(modules).join("stripe").join("package.json"))
+                    .is_ok_and(|p| p.contains(&format!("\"version\": \"{version}\"")))
+            }),
         }
     }
 }
