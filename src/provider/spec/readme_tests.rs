@@ -6,6 +6,9 @@
 use super::schema::{spec, ObjectRule, Schema};
 use crate::provider::endpoint::{Endpoint, Verb};
 
+/// What a refund made under its charge's path reads (both of Stripe's forms).
+const CHARGE_REFUND: &[&str] = &["amount", "expand", "metadata", "payment_intent", "reason"];
+
 /// What fauxpay's rules read, per endpoint; inside a hash, only the keys named here have
 /// an effect (`metadata` is read whole). A setup intent reads `payment_method_data` to
 /// refuse it (fauxpay sets up cards, which Stripe's spec does not let it carry). Everything else Stripe's spec lists is accepted,
@@ -129,16 +132,8 @@ const MODELLED: &[(Verb, &str, &[&str])] = &[
     ),
     (Verb::Get, "/v1/refunds/{id}", &["expand"]),
     (Verb::Post, "/v1/refunds/{id}", &["expand", "metadata"]),
-    (
-        Verb::Post,
-        "/v1/charges/{id}/refund",
-        &["amount", "expand", "metadata", "payment_intent", "reason"],
-    ),
-    (
-        Verb::Post,
-        "/v1/charges/{id}/refunds",
-        &["amount", "expand", "metadata", "payment_intent", "reason"],
-    ),
+    (Verb::Post, "/v1/charges/{id}/refund", CHARGE_REFUND),
+    (Verb::Post, "/v1/charges/{id}/refunds", CHARGE_REFUND),
     (
         Verb::Get,
         "/v1/charges/{id}/refunds",
