@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use fauxpay::merchant::webhook::WebhookSecret;
-use fauxpay::merchant::{MerchantConfig, Strategy};
-use fauxpay::provider::{CorrelationSource, DuplicatePolicy, IdempotencyMode};
+use fauxpay_merchant::webhook::WebhookSecret;
+use fauxpay_merchant::{MerchantConfig, Strategy};
+use fauxpay_provider::{CorrelationSource, DuplicatePolicy, IdempotencyMode};
 
 #[derive(Parser)]
 #[command(
@@ -31,7 +31,7 @@ pub enum Command {
     ///
     /// Exits 0 only when naive and lock-only were caught double-charging and idempotent
     /// held every gate.
-    Demo(fauxpay::demo::DemoArgs),
+    Demo(crate::demo::DemoArgs),
     /// Run a reference merchant (a checkout API that pays through the provider).
     Merchant(MerchantArgs),
     /// Fire concurrent checkouts at a target API, reconcile with the ledger, gate on anomalies.
@@ -246,8 +246,8 @@ pub struct ServeArgs {
     /// With --data-dir, when the log is synced to the disk: `always` (before each
     /// answer: survives a machine crash), `batch` (every 100 ms: survives a crash of
     /// fauxpay, a machine crash may lose the last 100 ms) or `never` (the OS decides).
-    #[arg(long, default_value = "batch", value_parser = str::parse::<fauxpay::provider::durable::Fsync>)]
-    pub fsync: fauxpay::provider::durable::Fsync,
+    #[arg(long, default_value = "batch", value_parser = str::parse::<fauxpay_provider::durable::Fsync>)]
+    pub fsync: fauxpay_provider::durable::Fsync,
 }
 
 /// `--webhook-retries`: the waits before each retry.
@@ -255,7 +255,7 @@ pub struct ServeArgs {
 pub struct RetrySchedule(pub Vec<Duration>);
 
 fn parse_retry_schedule(s: &str) -> Result<RetrySchedule, String> {
-    fauxpay::provider::webhooks::delivery::parse_retries(s)
+    fauxpay_provider::webhooks::delivery::parse_retries(s)
         .map(RetrySchedule)
         .map_err(|e| format!("{e} (expected comma-separated durations such as 1s,10s,1m,5m, or none)"))
 }

@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use clap::Parser;
 use fauxpay_loadtests::{LoadArgs, LoadError, Report};
 
-use crate::faults;
-use crate::merchant::webhook::WebhookSecret;
-use crate::merchant::{MerchantConfig, RunningMerchant, Strategy};
-use crate::provider::config::WebhookTarget;
-use crate::provider::{Config, RunningProvider};
+use fauxpay_faults as faults;
+use fauxpay_merchant::webhook::WebhookSecret;
+use fauxpay_merchant::{MerchantConfig, RunningMerchant, Strategy};
+use fauxpay_provider::config::WebhookTarget;
+use fauxpay_provider::{Config, RunningProvider};
 
 /// The demo's settings (the flags of `fauxpay demo`).
 #[derive(clap::Args, Debug, Clone)]

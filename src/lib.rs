@@ -1,13 +1,11 @@
-//! fauxpay: a stateful, Stripe-compatible fake payment provider that honours
-//! idempotency keys exactly, and keeps a ledger that finds every double charge.
-//!
-//! The crate's library is what the `fauxpay` binary runs; embedders and tests start a
-//! provider in-process with [`provider::RunningProvider::start`].
+//! The `fauxpay` command: its flags ([`cli`]) and the one-command demo ([`demo`]). The
+//! binary (`main.rs`) parses the flags and calls into the crates that do the work:
+//! `fauxpay-provider` (`serve`), `fauxpay-merchant` (`merchant`), `fauxpay-loadtests`
+//! (`load`, `report`) and `fauxpay-faults` (`profiles`). The CLI is a library target so
+//! that the tests parse the commands that docker-compose.yml and the Kubernetes manifests
+//! run with the very same [`cli::Cli`].
 
 #![deny(unsafe_code)]
 
+pub mod cli;
 pub mod demo;
-pub mod error_chain;
-pub mod faults;
-pub mod merchant;
-pub mod provider;

@@ -7,23 +7,23 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use fauxpay::faults;
-use fauxpay::merchant::MerchantConfig;
-use fauxpay::provider::config::WebhookTarget;
-use fauxpay::provider::webhook_endpoints::object::generate_secret;
-use fauxpay::provider::webhook_endpoints::rules::check_url;
-use fauxpay::provider::webhooks::Settings as DeliverySettings;
-use fauxpay::provider::{self, Config};
+use fauxpay_faults as faults;
+use fauxpay_merchant::MerchantConfig;
+use fauxpay_provider::config::WebhookTarget;
+use fauxpay_provider::webhook_endpoints::object::generate_secret;
+use fauxpay_provider::webhook_endpoints::rules::check_url;
+use fauxpay_provider::webhooks::Settings as DeliverySettings;
+use fauxpay_provider::{self as provider, Config};
 use tracing_subscriber::EnvFilter;
 
-mod cli;
+
 
 /// mimalloc rather than glibc's malloc: a payment makes a few dozen small allocations and
 /// keeps ~0.9 KB, and glibc spent ~15% of the provider's CPU on them (bench/notes.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use cli::{Cli, Command, MerchantArgs, ProfilesCommand, ReportCommand, ServeArgs};
+use fauxpay::cli::{Cli, Command, MerchantArgs, ProfilesCommand, ReportCommand, ServeArgs};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -121,7 +121,7 @@ fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
-        fauxpay::merchant::serve(listener, config, shutdown)
+        fauxpay_merchant::serve(listener, config, shutdown)
             .await
             .context("serving")?;
         tracing::info!("fauxpay merchant stopped");

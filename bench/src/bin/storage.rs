@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use fauxpay::provider::durable::record::Commit;
-use fauxpay::provider::durable::{file, DataLog, Fsync, Record};
-use fauxpay::provider::params::Params;
+use fauxpay_provider::durable::record::Commit;
+use fauxpay_provider::durable::{file, DataLog, Fsync, Record};
+use fauxpay_provider::params::Params;
 
 #[derive(Parser)]
 struct Args {

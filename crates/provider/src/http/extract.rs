@@ -1,0 +1,362 @@
+//! Turning an HTTP request into an [`ApiRequest`]: who sent it (the API key, checked
+//! first by [`Authenticated`]), its idempotency key, its parameters.
+//!
+//! The body is read with a hard limit ([`MAX_BODY_BYTES`], 413 beyond it) and parsed by
+//! content type (form with bracket notation, or JSON; anything else is a 415); GET and
+//! DELETE take their parameters from the query string and ignore idempotency keys. The
+//! `Idempotency-Key` header is validated here (length, and in ietf mode an RFC 8941
+//! quoted string), so handlers receive typed values only.
+
+use axum::body::Body;
+use axum::extract::{FromRequest, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, Method, Request};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use std::sync::Arc;
+
+use super::headers;
+use super::server::ConnControl;
+use crate::app::Provider;
+use crate::endpoint::Verb;
+use crate::error::{ApiError, ErrorType, Status};
+use crate::idempotency::Mode;
+use crate::ids::{ApiKey, IdempotencyKey, RequestId};
+use crate::params::Params;
+use crate::pipeline::Request as PipelineRequest;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// A parsed Stripe API request: what the pipeline needs, and what only the edge does.
+pub struct ApiRequest {
+    pub request: PipelineRequest,
+    /// The `Idempotency-Key` header as sent (echoed back when it is exactly the key).
+    pub key_header: Option<HeaderValue>,
+    /// The connection the request came on, for faults that break it.
+    pub connection: Option<Arc<ConnControl>>,
+}
+
+/// The rejection of [`ApiRequest`]: a Stripe-shaped error response.
+pub struct Rejection(pub ApiError);
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+/// The API key of an authenticated request: extracted first by every `/v1` handler, so
+/// a request without a valid key gets its 401 before anything else is looked at.
+pub struct Authenticated(pub ApiKey);
+
+impl FromRequestParts<Arc<Provider>> for Authenticated {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
+        api_key(
+            parts.headers.get(header::AUTHORIZATION),
+            state.config.api_key.as_deref(),
+        )
+        .map(Self)
+        .map_err(Rejection)
+    }
+}
+
+impl FromRequest<Arc<Provider>> for ApiRequest {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request<Body>, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .copied()
+            .unwrap_or_else(RequestId::generate);
+        // Set by the handler from `Authenticated` (admin routes have none).
+        let api_key = ApiKey::none();
+        let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
+        let params = if reads_query {
+            Params::from_form(parts.uri.query().unwrap_or("").as_bytes()).map_err(Rejection)?
+        } else {
+            let bytes = read_body(&parts, body, state.config.limits.body_timeout)
+                .await
+                .map_err(Rejection)?;
+            parse_body(
+                parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+                &bytes,
+            )
+            .map_err(Rejection)?
+        };
+        let key_header = parts.headers.get(&headers::IDEMPOTENCY_KEY).cloned();
+        let idempotency_key = if reads_query {
+            None
+        } else if parts.headers.get_all(&headers::IDEMPOTENCY_KEY).iter().nth(1).is_some() {
+            // Which one would be the key? Taking the first would silently ignore the other.
+            return Err(Rejection(ApiError::invalid_request(
+                "A request may carry one Idempotency-Key header; this one has several.",
+                Some("Idempotency-Key".into()),
+            )));
+        } else {
+            let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
+            match raw {
+                Some(raw) => Some(parse_key(raw, state.config.idempotency).map_err(Rejection)?),
+                None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
+                    return Err(Rejection(
+                        ApiError::invalid_request(
+                            "This endpoint requires an Idempotency-Key header (fauxpay serve --idempotency ietf --require-idempotency-key).",
+                            Some("Idempotency-Key".into()),
+                        )
+                        .with_code("idempotency_key_missing"),
+                    ))
+                }
+                None => None,
+            }
+        };
+        let forced_fault = parts
+            .headers
+            .get(&headers::FAUXPAY_FAULT)
+            .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
+        let origin = origin(parts.headers.get(header::HOST));
+        let verb = match parts.method {
+            Method::GET => Verb::Get,
+            Method::DELETE => Verb::Delete,
+            _ => Verb::Post,
+        };
+        Ok(Self {
+            request: PipelineRequest {
+                request_id,
+                api_key,
+                verb,
+                path: parts.uri.path().to_string(),
+                idempotency_key,
+                params,
+                forced_fault,
+                origin,
+            },
+            key_header,
+            connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
+        })
+    }
+}
+
+/// Reads a request body of at most [`MAX_BODY_BYTES`] within `timeout`: a declared
+/// `Content-Length` beyond the cap is a 413 at once (nothing is read), a body that grows
+/// beyond it (chunked) a 413 as soon as it does, and one that does not end in time a 408.
+pub async fn read_body(parts: &Parts, body: Body, timeout: std::time::Duration) -> Result<bytes::Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            Status::PayloadTooLarge,
+            ErrorType::InvalidRequestError,
+            format!("Request body is too large: at most {MAX_BODY_BYTES} bytes are accepted."),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(too_large()),
+        Err(_) => Err(ApiError::new(
+            Status::RequestTimeout,
+            ErrorType::InvalidRequestError,
+            format!(
+                "The request body did not arrive within {} (fauxpay serve --body-timeout).",
+                humantime::format_duration(timeout)
+            ),
+        )),
+    }
+}
+
+/// `http://{Host}`, when the `Host` header is a plain host name or address with an
+/// optional port (anything else is ignored: it ends up in URLs fauxpay hands out). The
+/// last origin each thread saw is reused, so a request costs no allocation for it.
+pub fn origin(host: Option<&HeaderValue>) -> Option<Arc<str>> {
+    let host = host?.as_bytes();
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']' | b'_');
+    if host.is_empty() || host.len() > 255 || !host.iter().all(plain) {
+        return None;
+    }
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<Arc<str>>> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some(o) if o.as_bytes().get(7..) == Some(host) => Some(o.clone()),
+            _ => {
+                // Checked above: ASCII.
+                let o: Arc<str> = format!("http://{}", std::str::from_utf8(host).ok()?).into();
+                *last = Some(o.clone());
+                Some(o)
+            }
+        }
+    })
+}
+
+/// The API key a request presents, checked against `required` (or any test key).
+pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<ApiKey, ApiError> {
+    let missing = || {
+        ApiError::unauthorized("You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer sk_test_…').")
+    };
+    let value = header.and_then(|h| h.to_str().ok()).ok_or_else(missing)?;
+    let decoded: String;
+    let key: &str = if let Some(token) = value.strip_prefix("Bearer ") {
+        token.trim()
+    } else if let Some(b64) = value.strip_prefix("Basic ") {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64.trim())
+            .map_err(|_| missing())?;
+        decoded = String::from_utf8(bytes).map_err(|_| missing())?;
+        decoded.split(':').next().unwrap_or("")
+    } else {
+        return Err(missing());
+    };
+    if key.is_empty() {
+        return Err(missing());
+    }
+    // Only for the error messages: the first 8 characters, an ellipsis, the last 4.
+    let masked = || {
+        let count = key.chars().count();
+        key.chars()
+            .take(8)
+            .chain(['…'])
+            .chain(key.chars().skip(count.saturating_sub(4)))
+            .collect::<String>()
+    };
+    match required {
+        Some(r) if r == key => Ok(ApiKey::interned(key)),
+        Some(_) => Err(ApiError::unauthorized(format!(
+            "Invalid API Key provided: {}",
+            masked()
+        ))),
+        None if key.starts_with("sk_test_") || key.starts_with("rk_test_") => Ok(ApiKey::interned(key)),
+        None if key.starts_with("sk_live_") || key.starts_with("rk_live_") => Err(ApiError::unauthorized(
+            "fauxpay is a test-mode provider: live keys are refused. Use an sk_test_ key.",
+        )),
+        None => Err(ApiError::unauthorized(format!(
+            "Invalid API Key provided: {}. Use an sk_test_ key.",
+            masked()
+        ))),
+    }
+}
+
+fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiError> {
+    let mime = content_type.map_or("", |c| c.split(';').next().unwrap_or("").trim());
+    if mime.is_empty() || mime.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+        Params::from_form(bytes)
+    } else if mime.eq_ignore_ascii_case("application/json") {
+        Params::from_json(bytes)
+    } else {
+        Err(ApiError::new(
+            Status::UnsupportedMediaType,
+            ErrorType::InvalidRequestError,
+            format!(
+                "Unsupported Content-Type '{}': send application/x-www-form-urlencoded or application/json.",
+                mime.to_ascii_lowercase()
+            ),
+        ))
+    }
+}
+
+/// Validates an `Idempotency-Key` header value; in ietf mode a quoted RFC 8941 string
+/// (`"abc"`) is unquoted first.
+pub fn parse_key(raw: &str, mode: Mode) -> Result<IdempotencyKey, ApiError> {
+    let bad = |msg: String| ApiError::invalid_request(msg, Some("Idempotency-Key".into()));
+    if raw.contains('\u{fffd}') {
+        return Err(bad("Idempotency-Key must be visible ASCII text.".into()));
+    }
+    if mode == Mode::Ietf && raw.starts_with('"') {
+        let key =
+            unquote_sf_string(raw).ok_or_else(|| bad("Idempotency-Key is not a valid RFC 8941 string.".into()))?;
+        IdempotencyKey::parse(&key).map_err(bad)
+    } else {
+        IdempotencyKey::parse(raw.trim()).map_err(bad)
+    }
+}
+
+fn unquote_sf_string(raw: &str) -> Option<String> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                e @ ('"' | '\\') => out.push(e),
+                _ => return None,
+            },
+            '"' => return None,
+            c if (' '..='~').contains(&c) => out.push(c),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_keys_by_bearer_or_basic() {
+        let bearer = HeaderValue::from_static("Bearer sk_test_abc");
+        assert_eq!(api_key(Some(&bearer), None).unwrap().as_str(), "sk_test_abc");
+        let basic = HeaderValue::from_str(&format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("sk_test_abc:")
+        ))
+        .unwrap();
+        assert_eq!(api_key(Some(&basic), None).unwrap().as_str(), "sk_test_abc");
+        assert_eq!(api_key(None, None).unwrap_err().status, Status::Unauthorized);
+        assert!(api_key(Some(&HeaderValue::from_static("Bearer sk_live_x")), None).is_err());
+        assert!(api_key(Some(&bearer), Some("sk_test_other")).is_err());
+        assert!(api_key(Some(&bearer), Some("sk_test_abc")).is_ok());
+    }
+
+    #[test]
+    fn origins_come_from_plain_hosts_only() {
+        let of = |h: &'static str| origin(Some(&HeaderValue::from_static(h))).map(|o| o.to_string());
+        assert_eq!(of("127.0.0.1:12111").as_deref(), Some("http://127.0.0.1:12111"));
+        assert_eq!(of("fauxpay:12111").as_deref(), Some("http://fauxpay:12111"));
+        assert_eq!(
+            of("127.0.0.1:12111").as_deref(),
+            Some("http://127.0.0.1:12111"),
+            "reused"
+        );
+        assert_eq!(of("[::1]:80").as_deref(), Some("http://[::1]:80"));
+        for hostile in ["a\"b", "x/y", "a b", "evil.com/<script>", "u@h", ""] {
+            assert_eq!(of(hostile), None, "{hostile}");
+        }
+        assert_eq!(origin(None), None);
+    }
+
+    #[test]
+    fn ietf_keys_may_be_quoted_strings() {
+        assert_eq!(parse_key("\"abc\"", Mode::Ietf).unwrap().as_str(), "abc");
+        assert_eq!(parse_key("\"a\\\"b\"", Mode::Ietf).unwrap().as_str(), "a\"b");
+        assert!(parse_key("\"abc", Mode::Ietf).is_err());
+        // Stripe mode takes the value as it is.
+        assert_eq!(parse_key("\"abc\"", Mode::Stripe).unwrap().as_str(), "\"abc\"");
+        assert_eq!(
+            parse_key(&"k".repeat(256), Mode::Stripe).unwrap_err().param.as_deref(),
+            Some("Idempotency-Key")
+        );
+    }
+
+    #[test]
+    fn bodies_parse_by_content_type() {
+        assert!(parse_body(None, b"amount=1").unwrap().contains("amount"));
+        assert!(parse_body(Some("application/json; charset=utf-8"), br#"{"amount":1}"#)
+            .unwrap()
+            .contains("amount"));
+        assert_eq!(
+            parse_body(Some("text/plain"), b"x").unwrap_err().status,
+            Status::UnsupportedMediaType
+        );
+    }
+}

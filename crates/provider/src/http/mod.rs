@@ -1,0 +1,22 @@
+//! The provider's HTTP edge: everything that knows axum or hyper.
+//!
+//! `server` runs connections (and ends them abruptly when a fault says so), `observe`
+//! wraps every request (request id, metrics, panic → 500), `extract` turns a request
+//! into the pipeline's [`Request`](crate::pipeline::Request), `response`
+//! writes answers and carries out the pipeline's [`Delivery`](crate::pipeline::Delivery),
+//! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
+//! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints,
+//! `serve` the server's life cycle, and `webhook_client` the one outbound side: the
+//! client that POSTs webhook deliveries (the delivery engine in `webhooks` calls it).
+
+pub mod admin;
+pub mod dashboard;
+pub mod extract;
+pub mod headers;
+pub mod observe;
+pub mod response;
+pub mod routes;
+pub mod serve;
+pub mod server;
+pub mod three_ds;
+pub mod webhook_client;

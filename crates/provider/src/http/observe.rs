@@ -1,0 +1,144 @@
+//! The observe layer around the whole router: gives every request a `Request-Id`, times
+//! it, counts it by route (the route pattern, e.g. `/v1/payment_intents/{id}`) for
+//! `/metrics`, logs one line per request at debug level, and turns a panic into a
+//! Stripe-shaped 500.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::http::{HeaderValue, Method, Request};
+use axum::response::{IntoResponse, Response};
+use tower_service::Service;
+
+use super::headers;
+use crate::app::Provider;
+use crate::error::{ApiError, ErrorType, Status};
+use crate::ids::RequestId;
+
+type AppState = Arc<Provider>;
+
+/// A panic in a handler: a Stripe-shaped 500, and the server lives on.
+fn panic_response() -> Response {
+    ApiError::new(
+        Status::InternalServerError,
+        ErrorType::ApiError,
+        "An unexpected error occurred in fauxpay; this is a bug, please report it.",
+    )
+    .into_response()
+}
+
+/// Around the whole router: gives every request a `Request-Id`, times it, counts it by
+/// route (the route pattern, e.g. `/v1/payment_intents/{id}`), logs it, and turns a
+/// panic into a Stripe-shaped 500. One plain service rather than per-route middleware:
+/// nothing is boxed or cloned per request.
+#[derive(Clone)]
+pub struct Observe<S> {
+    inner: S,
+    app: AppState,
+    /// Route patterns, to label requests as the router matches them.
+    labels: Arc<matchit::Router<&'static str>>,
+}
+
+impl<S> Observe<S> {
+    /// Wraps `inner`; `labels` are the route patterns it serves.
+    pub fn new(inner: S, app: AppState, labels: matchit::Router<&'static str>) -> Self {
+        Self {
+            inner,
+            app,
+            labels: Arc::new(labels),
+        }
+    }
+}
+
+/// What [`Observe`] keeps while the request runs.
+struct Observed {
+    app: AppState,
+    started: Instant,
+    request_id: RequestId,
+    route: &'static str,
+    method: Method,
+    /// Only when debug logging is on.
+    path: Option<String>,
+}
+
+impl<S, B> Service<Request<B>> for Observe<S>
+where
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ObserveFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let request_id = RequestId::generate();
+        req.extensions_mut().insert(request_id);
+        let observed = Observed {
+            app: self.app.clone(),
+            started: Instant::now(),
+            request_id,
+            route: self.labels.at(req.uri().path()).map_or("unmatched", |m| *m.value),
+            method: req.method().clone(),
+            path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
+            Ok(inner) => ObserveFuture {
+                inner: Some(inner),
+                observed: Some(observed),
+            },
+            Err(_) => ObserveFuture {
+                inner: None,
+                observed: None,
+            },
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    pub struct ObserveFuture<F> {
+        #[pin]
+        inner: Option<F>,
+        observed: Option<Observed>,
+    }
+}
+
+impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<F> {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            // The router itself panicked.
+            return Poll::Ready(Ok(panic_response()));
+        };
+        let mut resp = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(Ok(resp))) => resp,
+            // A panicking request is answered, but neither counted nor given a Request-Id.
+            Err(_) => return Poll::Ready(Ok(panic_response())),
+        };
+        if let Some(o) = this.observed.take() {
+            if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {
+                resp.headers_mut().insert(headers::REQUEST_ID.clone(), v);
+            }
+            let elapsed = o.started.elapsed();
+            let status = resp.status().as_u16();
+            o.app
+                .metrics
+                .observe_request(o.route, o.method.as_str(), status, elapsed);
+            if let Some(path) = o.path {
+                let (method, request_id) = (o.method, o.request_id);
+                tracing::debug!(%method, %path, status, ms = elapsed.as_secs_f64() * 1e3, %request_id, "request");
+            }
+        }
+        Poll::Ready(Ok(resp))
+    }
+}

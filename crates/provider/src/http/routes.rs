@@ -1,0 +1,94 @@
+//! The route table: Stripe's `/v1` endpoints, as each resource declares them, and the
+//! admin API, in one axum router wrapped once in [`Observe`].
+//!
+//! Every `/v1` endpoint has the same thin handler: authenticate (`Authenticated`, so a
+//! request without a valid key gets its 401 before anything else is looked at), extract
+//! an [`ApiRequest`], run the pipeline, carry out its delivery. Adding a resource is
+//! one line in [`RESOURCES`](crate::api::RESOURCES).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{RawPathParams, State};
+use axum::http::Request;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::Router;
+
+use super::extract::{ApiRequest, Authenticated};
+use super::observe::Observe;
+use super::response::deliver;
+use super::{admin, dashboard, three_ds};
+use crate::api::endpoints;
+use crate::app::Provider;
+use crate::endpoint::{Endpoint, PathIds, Verb};
+use crate::error::{ApiError, ErrorType, Status};
+use crate::pipeline;
+
+type AppState = Arc<Provider>;
+
+/// The whole provider (`/v1`, `/__fauxpay/`, `/metrics`): the router, wrapped once (not
+/// per route) in [`Observe`].
+pub fn router(provider: AppState) -> Observe<Router> {
+    let mut api = Router::new();
+    let mut labels = matchit::Router::new();
+    let v1 = endpoints().map(|e| (e.path, handler(e)));
+    for (path, route) in v1
+        .chain(admin::routes(provider.clone()))
+        .chain(dashboard::routes(provider.clone()))
+        .chain(three_ds::routes())
+    {
+        // Several endpoints share a path (GET and POST /v1/charges): label it once.
+        let _ = labels.insert(path, path);
+        api = api.route(path, route);
+    }
+    let api = api
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(provider.clone());
+    Observe::new(api, provider, labels)
+}
+
+/// The handler of one endpoint.
+fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
+    let filter = match endpoint.verb {
+        Verb::Get => MethodFilter::GET,
+        Verb::Post => MethodFilter::POST,
+        Verb::Delete => MethodFilter::DELETE,
+    };
+    on(
+        filter,
+        move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, mut req: ApiRequest| async move {
+            req.request.api_key = auth.0;
+            let mut values = path.iter().map(|(_, v)| v);
+            let ids = PathIds {
+                id: values.next().unwrap_or(""),
+                sub: values.next().unwrap_or(""),
+            };
+            let delivery = pipeline::run(&app, req.request, endpoint, ids).await;
+            deliver(delivery, req.key_header.as_ref(), req.connection).await
+        },
+    )
+}
+
+async fn not_found(req: Request<Body>) -> Response {
+    ApiError::new(
+        Status::NotFound,
+        ErrorType::InvalidRequestError,
+        format!(
+            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges, refunds, customers, payment_methods and setup_intents under /v1.",
+            req.method(),
+            req.uri().path()
+        ),
+    )
+    .into_response()
+}
+
+async fn method_not_allowed(req: Request<Body>) -> Response {
+    ApiError::new(
+        Status::MethodNotAllowed,
+        ErrorType::InvalidRequestError,
+        format!("Method {} is not allowed on {}.", req.method(), req.uri().path()),
+    )
+    .into_response()
+}

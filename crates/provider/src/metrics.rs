@@ -1,0 +1,285 @@
+//! Prometheus metrics for `GET /metrics`, kept and encoded by `prometheus-client`.
+//!
+//! Live on the request path: requests by route, method and status, a request latency
+//! histogram, idempotent replays, in-flight key conflicts and key mismatches, and the
+//! requests executing now, and webhook deliveries (attempts by result, their latency,
+//! the queue depth). Charge, refund, duplicate and fault figures are read from the
+//! ledger and the fault injector when scraped. The text is OpenMetrics 1.0 (counters end
+//! in `_total`), which Prometheus scrapes as it is.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use fauxpay_faults::{FaultKind, When};
+use crate::ledger::Ledger;
+
+/// Upper bounds (seconds) of the latency histogram's buckets.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The Content-Type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: &'static str,
+    method: &'static str,
+    status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabels {
+    result: &'static str,
+}
+
+/// Webhook delivery's metrics, shared with the delivery tasks.
+#[derive(Debug, Clone)]
+pub struct WebhookMetrics {
+    deliveries: Family<DeliveryLabels, Counter>,
+    latency: Histogram,
+    /// Deliveries waiting in the endpoints' queues.
+    pub queued: Gauge,
+}
+
+impl WebhookMetrics {
+    /// One delivery attempt ended with `result` (`delivered`, `failed`, `dropped`, …)
+    /// after `elapsed` (`None`: nothing was sent).
+    pub fn observe(&self, result: &'static str, elapsed: Option<Duration>) {
+        self.deliveries.get_or_create(&DeliveryLabels { result }).inc();
+        if let Some(e) = elapsed {
+            self.latency.observe(e.as_secs_f64());
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    kind: &'static str,
+    when: &'static str,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Histogram,
+    pub replays: Counter,
+    pub in_flight_conflicts: Counter,
+    pub key_mismatches: Counter,
+    /// `/v1` requests being executed right now (held and delayed ones included).
+    pub in_flight: Gauge,
+    /// Connections open now, and those refused beyond `--max-connections`.
+    pub connections: Gauge,
+    pub connections_refused: Counter,
+    pub webhooks: WebhookMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        let duration = Histogram::new(BUCKETS);
+        let (replays, in_flight_conflicts, key_mismatches) = Default::default();
+        let in_flight = Gauge::default();
+        let webhooks = WebhookMetrics {
+            deliveries: Family::default(),
+            latency: Histogram::new(BUCKETS),
+            queued: Gauge::default(),
+        };
+        let (connections, connections_refused) = (Gauge::default(), Counter::default());
+        let mut registry = Registry::default();
+        registry.register(
+            "fauxpay_connections_open",
+            "HTTP connections open now (held ones included)",
+            Gauge::clone(&connections),
+        );
+        registry.register(
+            "fauxpay_connections_refused",
+            "Connections refused with 503 because --max-connections were open",
+            Counter::clone(&connections_refused),
+        );
+        registry.register(
+            "fauxpay_webhook_deliveries",
+            "Webhook delivery attempts, by result",
+            webhooks.deliveries.clone(),
+        );
+        registry.register(
+            "fauxpay_webhook_delivery_duration_seconds",
+            "Time from sending a webhook to its answer",
+            webhooks.latency.clone(),
+        );
+        registry.register(
+            "fauxpay_webhook_queue_depth",
+            "Webhook deliveries waiting in the endpoints' queues",
+            Gauge::clone(&webhooks.queued),
+        );
+        registry.register(
+            "fauxpay_http_requests",
+            "HTTP requests by route, method and status",
+            requests.clone(),
+        );
+        registry.register(
+            "fauxpay_idempotent_replays",
+            "Responses replayed from the idempotency store",
+            Counter::clone(&replays),
+        );
+        registry.register(
+            "fauxpay_idempotency_conflicts",
+            "Requests refused with 409 because their key was in flight",
+            Counter::clone(&in_flight_conflicts),
+        );
+        registry.register(
+            "fauxpay_idempotency_mismatches",
+            "Requests refused because their key was used with other parameters",
+            Counter::clone(&key_mismatches),
+        );
+        registry.register(
+            "fauxpay_api_requests_in_flight",
+            "API requests being executed (held and delayed ones included)",
+            Gauge::clone(&in_flight),
+        );
+        registry.register(
+            "fauxpay_request_duration_seconds",
+            "Time to answer a request",
+            duration.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            duration,
+            replays,
+            in_flight_conflicts,
+            key_mismatches,
+            in_flight,
+            connections,
+            connections_refused,
+            webhooks,
+        }
+    }
+}
+
+/// A label for an HTTP method: the standard ones by name, anything else as `OTHER`.
+fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "PATCH" => "PATCH",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
+impl Metrics {
+    pub fn observe_request(&self, route: &'static str, method: &str, status: u16, elapsed: Duration) {
+        let labels = RequestLabels {
+            route,
+            method: method_label(method),
+            status,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// The OpenMetrics text of every metric; `faults` are the faults applied so far, by
+    /// kind and when they acted.
+    pub fn render(&self, ledger: &Ledger, faults: &[((FaultKind, When), u64)]) -> String {
+        let counts = ledger.counts();
+        let mut scraped = Registry::default();
+        scraped.register(
+            "fauxpay_charges",
+            "Captured charges recorded in the ledger",
+            ConstCounter::new(counts.charges),
+        );
+        scraped.register(
+            "fauxpay_refunds",
+            "Refunds recorded in the ledger",
+            ConstCounter::new(counts.refunds),
+        );
+        scraped.register(
+            "fauxpay_blocked_duplicates",
+            "Charges refused by --duplicates reject",
+            ConstCounter::new(ledger.blocked_duplicates()),
+        );
+        scraped.register(
+            "fauxpay_duplicate_groups",
+            "Correlation ids with more than one captured charge",
+            ConstGauge::new(ledger.duplicate_group_count() as i64),
+        );
+        let by_fault = Family::<FaultLabels, Counter>::default();
+        for ((kind, when), n) in faults {
+            by_fault
+                .get_or_create(&FaultLabels {
+                    kind: kind.as_str(),
+                    when: when.as_str(),
+                })
+                .inc_by(*n);
+        }
+        scraped.register(
+            "fauxpay_faults",
+            "Faults injected, by kind and by when they acted",
+            by_fault,
+        );
+        let mut out = String::with_capacity(4096);
+        // Writing to a String cannot fail.
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &scraped);
+        let _ = encode_eof(&mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_a_cumulative_histogram() {
+        let m = Metrics::default();
+        m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(3));
+        m.observe_request("/v1/charges", "POST", 200, Duration::from_millis(30));
+        m.replays.inc();
+        m.in_flight.inc();
+        m.webhooks.observe("delivered", Some(Duration::from_millis(2)));
+        m.webhooks.observe("dropped", None);
+        let text = m.render(&Ledger::default(), &[((FaultKind::Reset, When::AfterCommit), 3)]);
+        assert!(
+            text.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"200\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_idempotent_replays_total 1"), "{text}");
+        assert!(text.contains("fauxpay_api_requests_in_flight 1\n"), "{text}");
+        assert!(
+            text.contains("fauxpay_faults_total{kind=\"reset\",when=\"after_commit\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_charges_total 0"), "{text}");
+        assert!(
+            text.contains("fauxpay_request_duration_seconds_bucket{le=\"0.005\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fauxpay_request_duration_seconds_bucket{le=\"+Inf\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_request_duration_seconds_count 2"), "{text}");
+        assert!(
+            text.contains("fauxpay_webhook_deliveries_total{result=\"delivered\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fauxpay_webhook_delivery_duration_seconds_count 1"),
+            "{text}"
+        );
+        assert!(text.contains("fauxpay_webhook_queue_depth 0"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

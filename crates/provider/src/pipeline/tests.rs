@@ -1,0 +1,334 @@
+//! The pipeline without sockets: every fault (none, each kind before and after the
+//! commit) against every state of the request's idempotency key (new, stored and so
+//! replayed, in flight, used with other parameters), checking what the connection is
+//! told, what was charged, what the key keeps and what the request log says.
+
+use std::time::Instant;
+
+use super::*;
+use crate::config::Config;
+use crate::idempotency::Begin;
+use crate::params::Params;
+use crate::payment_intents;
+
+const CREATE: &Endpoint = &payment_intents::routes::ENDPOINTS[0];
+const PATH: &str = "/v1/payment_intents";
+const BODY: &str = "amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o1";
+const OTHER_BODY: &str = "amount=3000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o1";
+const KEY: &str = "key-1";
+
+fn api_key() -> ApiKey {
+    ApiKey::interned("sk_test_pipeline")
+}
+
+fn request(key: Option<&str>, body: &str, fault: Option<&str>) -> Request {
+    Request {
+        request_id: RequestId::generate(),
+        api_key: api_key(),
+        verb: Verb::Post,
+        path: PATH.into(),
+        idempotency_key: key.map(|k| IdempotencyKey::parse(k).unwrap()),
+        params: Params::from_form(body.as_bytes()).unwrap(),
+        forced_fault: fault.map(str::to_string),
+        origin: None,
+    }
+}
+
+async fn post(app: &Arc<Provider>, body: &str, fault: Option<&str>) -> Delivery {
+    run(app, request(Some(KEY), body, fault), CREATE, PathIds::default()).await
+}
+
+/// What the client sees of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Sent(u16),
+    Replayed(u16),
+    Dribbled(u16),
+    Closed,
+    Reset,
+    Held,
+}
+
+fn seen(d: &Delivery) -> Seen {
+    match d {
+        Delivery::Send(a) if a.replay_of.is_some() => Seen::Replayed(a.status),
+        Delivery::Send(a) => Seen::Sent(a.status),
+        Delivery::Dribble(a, _) => Seen::Dribbled(a.status),
+        Delivery::Abort(Abort::Close) => Seen::Closed,
+        Delivery::Abort(Abort::Reset) => Seen::Reset,
+        Delivery::Hold(_) => Seen::Held,
+    }
+}
+
+fn charges(app: &Provider) -> u64 {
+    app.payments.ledger.counts().charges
+}
+
+/// The state of the key when the request under test arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyState {
+    New,
+    Replay,
+    InFlight,
+    Mismatch,
+}
+
+/// Brings the key to `state`; a claim returned must be kept alive while testing.
+async fn prepare(app: &Arc<Provider>, state: KeyState) -> Option<Claim> {
+    match state {
+        KeyState::New => None,
+        KeyState::Replay | KeyState::Mismatch => {
+            assert_eq!(seen(&post(app, BODY, None).await), Seen::Sent(200));
+            None
+        }
+        KeyState::InFlight => {
+            let params = Params::from_form(BODY.as_bytes()).unwrap();
+            let key = IdempotencyKey::parse(KEY).unwrap();
+            match app.idempotency.begin(
+                &api_key(),
+                &key,
+                Fingerprint::of(PATH, "POST", PATH, &params),
+                Instant::now(),
+            ) {
+                Begin::Proceed(claim) => Some(claim),
+                _ => panic!("a new key proceeds"),
+            }
+        }
+    }
+}
+
+/// What the key answers when the request under test arrived with no fault.
+fn plain_answer(state: KeyState) -> Seen {
+    match state {
+        KeyState::New => Seen::Sent(200),
+        KeyState::Replay => Seen::Replayed(200),
+        KeyState::InFlight => Seen::Sent(409),
+        KeyState::Mismatch => Seen::Sent(400),
+    }
+}
+
+const STATES: [KeyState; 4] = [KeyState::New, KeyState::Replay, KeyState::InFlight, KeyState::Mismatch];
+
+/// Faults acting before the commit, and what the client sees: the same in every key
+/// state, and nothing is ever charged.
+const BEFORE_COMMIT: [(&str, Seen); 5] = [
+    ("drop_response", Seen::Closed),
+    ("reset", Seen::Reset),
+    ("hang; hang=30s", Seen::Held),
+    ("error; status=503", Seen::Sent(503)),
+    ("rate_limit; retry_after=2s", Seen::Sent(429)),
+];
+
+#[tokio::test]
+async fn faults_before_the_commit_charge_nothing_in_any_key_state() {
+    for state in STATES {
+        for (fault, expected) in BEFORE_COMMIT {
+            let app = Provider::new(Config::default());
+            let claim = prepare(&app, state).await;
+            let before = charges(&app);
+            let delivery = post(
+                &app,
+                if state == KeyState::Mismatch { OTHER_BODY } else { BODY },
+                Some(fault),
+            )
+            .await;
+            assert_eq!(seen(&delivery), expected, "{fault} with a {state:?} key");
+            assert_eq!(charges(&app), before, "{fault} with a {state:?} key charged");
+            let log = app.faults.recent(1, |_| true);
+            assert_eq!(log[0].committed_status, None, "{fault} with a {state:?} key");
+            assert!(!log[0].replayed, "{fault} with a {state:?} key");
+            drop(delivery);
+            drop(claim);
+            // The key is as it was: new keys are free again, stored ones still replay.
+            let next = seen(&post(&app, BODY, None).await);
+            let after = if state == KeyState::New || state == KeyState::InFlight {
+                Seen::Sent(200)
+            } else {
+                Seen::Replayed(200)
+            };
+            assert_eq!(next, after, "retry after {fault} with a {state:?} key");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_hang_before_the_commit_keeps_the_key_in_flight_until_the_hold_ends() {
+    let app = Provider::new(Config::default());
+    let held = post(&app, BODY, Some("hang; hang=30s")).await;
+    assert_eq!(seen(&held), Seen::Held);
+    assert_eq!(app.metrics.in_flight.get(), 1, "a held request is in flight");
+    assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(409));
+    drop(held);
+    assert_eq!(app.metrics.in_flight.get(), 0);
+    assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(200));
+    assert_eq!(charges(&app), 1);
+}
+
+/// Faults acting after the commit: what the client sees, given what it would have seen.
+fn after_commit(fault: &str, plain: Seen) -> Seen {
+    match fault {
+        "drop_response; when=after_commit" => Seen::Closed,
+        "reset; when=after_commit" => Seen::Reset,
+        "hang; hang=30s; when=after_commit" => Seen::Held,
+        "error; status=503; when=after_commit" => Seen::Sent(503),
+        "slow_body; duration=1s" => match plain {
+            Seen::Sent(s) | Seen::Replayed(s) => Seen::Dribbled(s),
+            other => other,
+        },
+        _ => plain,
+    }
+}
+
+const AFTER_COMMIT: [&str; 6] = [
+    "",
+    "drop_response; when=after_commit",
+    "reset; when=after_commit",
+    "hang; hang=30s; when=after_commit",
+    "error; status=503; when=after_commit",
+    "slow_body; duration=1s",
+];
+
+#[tokio::test]
+async fn faults_after_the_commit_act_on_what_the_key_answers() {
+    for state in STATES {
+        for fault in AFTER_COMMIT {
+            let app = Provider::new(Config::default());
+            let claim = prepare(&app, state).await;
+            let before = charges(&app);
+            let body = if state == KeyState::Mismatch { OTHER_BODY } else { BODY };
+            let delivery = post(&app, body, (!fault.is_empty()).then_some(fault)).await;
+            let plain = plain_answer(state);
+            assert_eq!(
+                seen(&delivery),
+                after_commit(fault, plain),
+                "'{fault}' with a {state:?} key"
+            );
+            // Only a new key charges, whatever happens to the answer after the commit.
+            let charged = u64::from(state == KeyState::New);
+            assert_eq!(charges(&app), before + charged, "'{fault}' with a {state:?} key");
+            let log = &app.faults.recent(1, |_| true)[0];
+            let committed = match plain {
+                Seen::Sent(s) | Seen::Replayed(s) => s,
+                _ => unreachable!(),
+            };
+            assert_eq!(log.committed_status, Some(committed), "'{fault}' with a {state:?} key");
+            assert_eq!(
+                log.replayed,
+                state == KeyState::Replay,
+                "'{fault}' with a {state:?} key"
+            );
+            drop(delivery);
+            drop(claim);
+            // What the key stores: the first answer, or the 5xx that replaced it.
+            let retry = seen(&post(&app, BODY, None).await);
+            let stored = match (state, fault) {
+                (KeyState::New, "error; status=503; when=after_commit") => Seen::Replayed(503),
+                (KeyState::InFlight, _) => Seen::Sent(200),
+                _ => Seen::Replayed(200),
+            };
+            assert_eq!(retry, stored, "retry after '{fault}' with a {state:?} key");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_request_log_says_how_each_request_ended() {
+    let app = Provider::new(Config::default());
+    let cases = [
+        ("drop_response; when=after_commit", Outcome::Dropped),
+        ("reset", Outcome::Reset),
+        ("hang; hang=30s", Outcome::Hung),
+        ("error; status=502", Outcome::Status(502)),
+        ("slow_body; duration=1s", Outcome::Status(200)),
+    ];
+    for (i, (fault, outcome)) in cases.into_iter().enumerate() {
+        let key = format!("log-{i}");
+        let _ = run(&app, request(Some(&key), BODY, Some(fault)), CREATE, PathIds::default()).await;
+        let log = &app.faults.recent(1, |_| true)[0];
+        assert_eq!(log.outcome, outcome, "{fault}");
+        assert!(log.fault.is_some(), "{fault}");
+        assert_eq!(log.idempotency_key.as_ref().map(|k| k.as_str()), Some(key.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn replays_echo_the_key_and_name_the_original_request() {
+    let app = Provider::new(Config::default());
+    let first = request(Some(KEY), BODY, None);
+    let original = first.request_id;
+    let Delivery::Send(a) = run(&app, first, CREATE, PathIds::default()).await else {
+        panic!("sent")
+    };
+    assert_eq!(a.echo_key.as_ref().map(|k| k.as_str()), Some(KEY));
+    assert_eq!(a.replay_of, None);
+    let Delivery::Send(b) = post(&app, BODY, None).await else {
+        panic!("sent")
+    };
+    assert_eq!(b.replay_of, Some(original));
+    assert_eq!(a.body, b.body, "a replay is the same bytes");
+}
+
+#[tokio::test]
+async fn validation_failures_are_not_stored_and_reads_ignore_keys() {
+    let app = Provider::new(Config::default());
+    let Delivery::Send(bad) = post(&app, "currency=usd", None).await else {
+        panic!("sent")
+    };
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        seen(&post(&app, BODY, None).await),
+        Seen::Sent(200),
+        "the key stayed free"
+    );
+    let list = &payment_intents::routes::ENDPOINTS[1];
+    let mut get = request(Some(KEY), "", None);
+    get.verb = Verb::Get;
+    let Delivery::Send(listed) = run(&app, get, list, PathIds::default()).await else {
+        panic!("sent")
+    };
+    assert_eq!(
+        (listed.status, listed.replay_of, listed.echo_key.is_none()),
+        (200, None, true)
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_forced_fault_is_a_400_naming_the_header() {
+    let app = Provider::new(Config::default());
+    let Delivery::Send(a) = post(&app, BODY, Some("bogus")).await else {
+        panic!("sent")
+    };
+    assert_eq!(a.status, 400);
+    let body: Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(body["error"]["param"], "Fauxpay-Fault");
+    assert_eq!(charges(&app), 0);
+}
+
+#[tokio::test]
+async fn a_rate_limit_says_when_to_retry() {
+    let app = Provider::new(Config::default());
+    let Delivery::Send(a) = post(&app, BODY, Some("rate_limit; retry_after=1500ms")).await else {
+        panic!("sent")
+    };
+    assert_eq!((a.status, a.retry_after, a.should_retry), (429, Some(2), Some(true)));
+}
+
+#[tokio::test]
+async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
+    let app = Provider::new(Config::default());
+    assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(200));
+    let charge = &crate::charges::routes::ENDPOINTS[0];
+    let mut other = request(Some(KEY), "amount=2000&currency=usd&source=tok_visa", None);
+    other.path = "/v1/charges".into();
+    let Delivery::Send(a) = run(&app, other, charge, PathIds::default()).await else {
+        panic!("sent")
+    };
+    assert_eq!(a.status, 400);
+    let body: Value = serde_json::from_slice(&a.body).unwrap();
+    assert_eq!(body["error"]["type"], "idempotency_error");
+    assert_eq!(
+        body["error"]["message"],
+        "Keys for idempotent requests can only be used for the same endpoint they were first used for ('/v1/payment_intents' vs '/v1/charges'). Try using a key other than 'key-1' if you meant to execute a different request."
+    );
+    assert_eq!(charges(&app), 1, "nothing charged on the second endpoint");
+}

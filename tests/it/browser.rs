@@ -1,0 +1,275 @@
+//! The dashboard and `report.html` in a real browser: headless Chromium (Debian's
+//! `chromium` and `chromium-driver`, which `.ci/run` installs) driven through
+//! chromedriver by `fantoccini`. Each page is loaded against a provider with payments, a
+//! duplicate group, faults and hostile metadata, and checked for what a person sees; an
+//! invalid profile is pasted through the form; `report.html` opens without a console
+//! error or any fetched resource. One screenshot per page goes to
+//! `target/tmp/browser-screenshots/` (and, with `FAUXPAY_SCREENSHOTS=docs`, the ones
+//! README shows to `docs/screenshots/`).
+//!
+//! Without chromedriver the test says so on stderr and passes, except under `CI`, where
+//! it fails.
+
+use fauxpay_testkit::dashboard as dashboard_common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use dashboard_common::{seed, HOSTILE};
+
+use crate::support::load_report;
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use fauxpay_provider::Config;
+use serde_json::{json, Value};
+
+/// chromedriver on a free port, stopped on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn find(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// Starts chromedriver, waiting for its "started successfully" line (no sleeping).
+fn driver() -> Option<Driver> {
+    let Some(bin) = find(&["chromedriver"]) else {
+        let msg = "chromedriver not found: install Debian's chromium and chromium-driver (.ci/run does)";
+        fauxpay_testkit::provider::missing_tool("the browser tests", msg);
+        return None;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(bin)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let started = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("started successfully"));
+    assert!(started, "chromedriver did not start");
+    // Keep draining its output so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Some(Driver { child, port })
+}
+
+async fn browser(d: &Driver) -> Client {
+    let mut caps = serde_json::Map::new();
+    let binary = find(&["chromium", "chromium-browser", "google-chrome"]).expect("a Chromium next to chromedriver");
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": binary,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"]
+        }),
+    );
+    caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", d.port))
+        .await
+        .expect("a Chromium session")
+}
+
+/// The browser's console since the last call (chromedriver's log endpoint).
+#[derive(Debug)]
+struct BrowserLog;
+
+impl WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({"type": "browser"}).to_string()))
+    }
+}
+
+async fn console_errors(c: &Client) -> Vec<String> {
+    let log = c.issue_cmd(BrowserLog).await.expect("the browser's log");
+    log.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["level"] == "SEVERE")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The pages whose screenshots README shows (kept in docs/screenshots/).
+const IN_README: &[&str] = &["overview", "duplicates", "report"];
+
+async fn shoot(c: &Client, name: &str) {
+    let png = c.screenshot().await.expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
+    let mut dirs = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots")];
+    if std::env::var("FAUXPAY_SCREENSHOTS").as_deref() == Ok("docs") && IN_README.contains(&name) {
+        dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/screenshots"));
+    }
+    for dir in dirs {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    }
+}
+
+/// The text of the element `css` names, waiting for it to appear (a form's answer is a
+/// new page: the element exists once the browser has loaded it).
+async fn text(c: &Client, css: &str) -> String {
+    c.wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_sees_the_double_charge_the_faults_and_the_mistakes() {
+    let Some(d) = driver() else { return };
+    let s = seed(Config::default()).await;
+    let base = s.harness.provider.url();
+    let c = browser(&d).await;
+
+    c.goto(&format!("{base}/__fauxpay/")).await.unwrap();
+    let main = text(&c, "main").await;
+    assert!(main.contains("orders charged twice or more"), "{main}");
+    for ch in &s.charges {
+        assert!(
+            main.contains(ch.as_str()),
+            "the duplicate group's charge {ch} is listed:\n{main}"
+        );
+    }
+    assert!(main.contains("drop_response after_commit"), "{main}");
+    shoot(&c, "overview").await;
+
+    c.goto(&format!("{base}/__fauxpay/ui/duplicates")).await.unwrap();
+    let story = text(&c, "section.story").await;
+    assert!(story.contains("Order order-twice was charged 2 times"), "{story}");
+    assert!(story.contains("The client never learned that"), "{story}");
+    assert!(story.contains("new idempotency key (key-first, key-second)"), "{story}");
+    shoot(&c, "duplicates").await;
+
+    c.goto(&format!("{base}/__fauxpay/ui/payments/{}", s.charges[0]))
+        .await
+        .unwrap();
+    let page = text(&c, "main").await;
+    assert!(page.contains("key-first") && page.contains("dropped"), "{page}");
+    shoot(&c, "payment").await;
+
+    c.goto(&format!("{base}/__fauxpay/ui/requests?fault=any"))
+        .await
+        .unwrap();
+    let requests = text(&c, "main table").await;
+    assert!(
+        requests.contains("error 503 before_commit (forced)"),
+        "the fault is named:\n{requests}"
+    );
+    shoot(&c, "requests").await;
+
+    // Hostile metadata is shown as text, and its script never ran.
+    c.goto(&format!("{base}/__fauxpay/ui/payments")).await.unwrap();
+    let payments = text(&c, "main").await;
+    assert!(
+        payments.contains(HOSTILE),
+        "the metadata is shown as typed:\n{payments}"
+    );
+    assert_eq!(c.title().await.unwrap(), "Payments · fauxpay", "no injected script ran");
+    let injected = c.find_all(Locator::Css("main img, main script")).await.unwrap();
+    assert!(injected.is_empty(), "no element came from the metadata");
+    shoot(&c, "payments").await;
+
+    // An invalid profile pasted into the form: the mistakes appear inline.
+    c.goto(&format!("{base}/__fauxpay/ui/profile")).await.unwrap();
+    let area = c.find(Locator::Css("textarea[name=toml]")).await.unwrap();
+    area.send_keys("name = \"mine\"\ndescription = \"d\"\nseed = \"one\"\n")
+        .await
+        .unwrap();
+    c.find(Locator::XPath("//button[contains(., 'Validate and activate')]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let errors = text(&c, "#profile-errors").await;
+    assert!(
+        errors.contains("pasted profile:3: seed: expected a non-negative integer"),
+        "{errors}"
+    );
+    let active = text(&c, "dl.kv").await;
+    assert!(active.contains("happy"), "the active profile stayed:\n{active}");
+    shoot(&c, "profile").await;
+
+    // The refused paste is answered 400 on purpose; anything else is a fault.
+    let errors: Vec<String> = console_errors(&c)
+        .await
+        .into_iter()
+        .filter(|e| {
+            !e.contains("/__fauxpay/ui/profile - Failed to load resource: the server responded with a status of 400")
+        })
+        .collect();
+    assert!(errors.is_empty(), "the dashboard logged errors: {errors:?}");
+
+    // report.html: a load run against this provider, answers lost after the commit, so
+    // the new-key client double-charges; opened from disk.
+    let swap = s
+        .harness
+        .client
+        .put(s.harness.url("/__fauxpay/profile"))
+        .body(fauxpay_faults::bundled::text("lost-responses").unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(swap.status(), 200);
+    let out = load_report(&s.harness, "browser").await;
+    let report = out.join("report.html");
+    c.goto(&format!("file://{}", report.display())).await.unwrap();
+    assert_eq!(c.title().await.unwrap(), "fauxpay load report");
+    let charts = c.find_all(Locator::Css("figure[data-chart] svg")).await.unwrap();
+    assert_eq!(charts.len(), 4, "four charts drawn");
+    let stories = c.find_all(Locator::Css("section.story")).await.unwrap();
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let examples = json["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["examples"].as_array().map_or(0, Vec::len))
+        .sum::<usize>();
+    assert!(examples > 0, "lost answers and new keys make double charges");
+    assert_eq!(stories.len(), examples, "one story per anomaly example");
+    let fetched = c
+        .execute("return performance.getEntriesByType('resource').length", vec![])
+        .await
+        .unwrap();
+    assert_eq!(fetched, json!(0), "self-contained: nothing fetched");
+    let errors = console_errors(&c).await;
+    assert!(errors.is_empty(), "report.html logged errors: {errors:?}");
+    c.execute("document.querySelector('figure[data-chart]').scrollIntoView()", vec![])
+        .await
+        .unwrap();
+    shoot(&c, "report").await;
+
+    c.close().await.unwrap();
+    std::fs::remove_dir_all(out).ok();
+}

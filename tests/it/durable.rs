@@ -1,0 +1,568 @@
+//! `fauxpay serve --data-dir`, through the real binary: concurrent clients with
+//! idempotency keys, `kill -9` at seeded moments three times in a row, a restart each
+//! time, then every answered payment exists, every retry with its key replays (no new
+//! charge) and the ledger has no duplicate; a torn last write recovers to the last whole
+//! record and says so; a data dir from a newer fauxpay is refused, and so is a second
+//! fauxpay on a data dir in use.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+
+/// A `fauxpay serve` process on a data dir.
+struct Server {
+    child: Child,
+    url: String,
+    /// What it printed up to and including the start-up line.
+    startup: String,
+}
+
+fn data_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fauxpay-durable-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn start(dir: &Path) -> Server {
+    start_with(dir, &[])
+}
+
+fn start_with(dir: &Path, extra: &[&str]) -> Server {
+    let args = ["serve", "--addr", "127.0.0.1:0", "--data-dir"].map(std::ffi::OsStr::new);
+    let (child, url, mut stderr, startup) = crate::support::spawn_listening(
+        args.into_iter()
+            .chain([dir.as_os_str()])
+            .chain(extra.iter().map(std::ffi::OsStr::new)),
+    );
+    // Keep the pipe drained, so the server never blocks on its own logging.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    Server { child, url, startup }
+}
+
+/// [`start_with`] from async code (the start blocks until the start-up line).
+async fn start_async(dir: &Path, extra: &[&str]) -> Server {
+    let dir = dir.to_path_buf();
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || start_with(&dir, &extra.iter().map(String::as_str).collect::<Vec<_>>()))
+        .await
+        .unwrap()
+}
+
+impl Server {
+    fn kill_9(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+
+    fn terminate(mut self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+}
+
+/// Pays order `order` with its key: the intent's id and whether the answer was a replay.
+async fn pay(client: &reqwest::Client, url: &str, order: &str) -> Result<(String, bool), String> {
+    let resp = client
+        .post(format!("{url}/v1/payment_intents"))
+        .bearer_auth("sk_test_durable")
+        .header("Idempotency-Key", order)
+        .form(&[
+            ("amount", "1500"),
+            ("currency", "usd"),
+            ("confirm", "true"),
+            ("payment_method", "pm_card_visa"),
+            ("metadata[order_id]", order),
+        ])
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let replayed = resp.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.map_err(|e| e.to_string())?;
+    match (status, body["id"].as_str()) {
+        (200, Some(id)) if body["status"] == "succeeded" => Ok((id.to_string(), replayed)),
+        _ => Err(format!("{status} {body}")),
+    }
+}
+
+async fn get(client: &reqwest::Client, url: &str, path: &str) -> (u16, Value) {
+    let resp = client
+        .get(format!("{url}{path}"))
+        .bearer_auth("sk_test_durable")
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
+/// A small deterministic generator: the moments of the kills come from the seed.
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_three_times_under_load_loses_and_doubles_nothing() {
+    const CLIENTS: usize = 8;
+    let dir = data_dir("kill9");
+    let mut rng = XorShift(0x5EED_F00D);
+    let client = client();
+    // Every order a client was told succeeded, with its intent.
+    let acked: Arc<Mutex<BTreeMap<String, String>>> = Arc::default();
+    let next_order = Arc::new(AtomicUsize::new(0));
+    for round in 1..=3 {
+        let server = start_async(&dir, &[]).await;
+        let url = server.url.clone();
+        if round > 1 {
+            assert!(server.startup.contains("recovered"), "{}", server.startup);
+            assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
+        }
+        let before = acked.lock().unwrap().len();
+        let kill_after = before + 40 + (rng.next() % 160) as usize;
+        let progress = Arc::new(tokio::sync::Notify::new());
+        let unanswered: Arc<Mutex<Vec<String>>> = Arc::default();
+        let workers: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                let (client, url, acked, next, progress, unanswered) = (
+                    client.clone(),
+                    url.clone(),
+                    acked.clone(),
+                    next_order.clone(),
+                    progress.clone(),
+                    unanswered.clone(),
+                );
+                tokio::spawn(async move {
+                    loop {
+                        let order = format!("order-{}", next.fetch_add(1, Ordering::SeqCst));
+                        match pay(&client, &url, &order).await {
+                            Ok((id, replayed)) => {
+                                assert!(!replayed, "{order} was new");
+                                acked.lock().unwrap().insert(order, id);
+                                progress.notify_one();
+                            }
+                            // The kill: this one's outcome is unknown to its client.
+                            Err(_) => {
+                                unanswered.lock().unwrap().push(order);
+                                progress.notify_one();
+                                return;
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        // The seeded moment: once this many payments have been answered.
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while acked.lock().unwrap().len() < kill_after {
+                progress.notified().await;
+            }
+        })
+        .await
+        .expect("payments progress");
+        tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+        for w in workers {
+            tokio::time::timeout(Duration::from_secs(30), w)
+                .await
+                .expect("clients stop once the server is gone")
+                .unwrap();
+        }
+
+        let server = start_async(&dir, &[]).await;
+        let url = server.url.clone();
+        assert!(server.startup.contains("recovered"), "{}", server.startup);
+        // Every write ends as it ended the first time.
+        assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
+        let snapshot = acked.lock().unwrap().clone();
+        assert!(snapshot.len() >= kill_after, "round {round}");
+        for (order, id) in &snapshot {
+            // Every payment a client was told succeeded exists…
+            let (status, body) = get(&client, &url, &format!("/v1/payment_intents/{id}")).await;
+            assert_eq!(
+                (status, body["status"].as_str()),
+                (200, Some("succeeded")),
+                "round {round}: {order} {id}"
+            );
+            assert_eq!(body["metadata"]["order_id"], order.as_str());
+            // …and its retry replays: no new charge.
+            let (again, replayed) = pay(&client, &url, order).await.unwrap();
+            assert_eq!(&again, id, "round {round}: {order} charged again after the restart");
+            assert!(replayed, "round {round}: {order} was not replayed");
+        }
+        // The payments in flight at the kill: the retry settles each (a replay when the
+        // first attempt was logged, a first charge when it never was).
+        let unanswered = unanswered.lock().unwrap().clone();
+        for order in &unanswered {
+            let (id, _) = pay(&client, &url, order).await.unwrap();
+            acked.lock().unwrap().insert(order.clone(), id);
+        }
+        let (_, summary) = get(&client, &url, "/__fauxpay/summary").await;
+        let expected = acked.lock().unwrap().len();
+        assert_eq!(summary["duplicate_group_count"], 0, "round {round}: {summary}");
+        assert_eq!(
+            summary["charges"].as_u64(),
+            Some(expected as u64),
+            "round {round}: ledger ≠ journal"
+        );
+        assert_eq!(summary["correlation_ids"].as_u64(), Some(expected as u64));
+        tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_torn_last_write_recovers_to_the_last_whole_record_and_says_so() {
+    let dir = data_dir("torn");
+    let client = client();
+    let server = start(&dir);
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(pay(&client, &server.url, &format!("torn-{n}")).await.unwrap().0);
+    }
+    server.terminate();
+    // A crash in the middle of the last write: its last 3 bytes never reached the disk.
+    let log = dir.join("fauxpay.log");
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+
+    let server = start(&dir);
+    assert!(
+        server.startup.contains("the last write was torn") && server.startup.contains("discarded"),
+        "{}",
+        server.startup
+    );
+    for id in &ids[..4] {
+        assert_eq!(
+            get(&client, &server.url, &format!("/v1/payment_intents/{id}")).await.0,
+            200
+        );
+    }
+    // The torn record was the last payment's: it is gone, and its key with it.
+    assert_eq!(
+        get(&client, &server.url, &format!("/v1/payment_intents/{}", ids[4]))
+            .await
+            .0,
+        404
+    );
+    let (id, replayed) = pay(&client, &server.url, "torn-4").await.unwrap();
+    assert!(!replayed && id != ids[4]);
+    let (_, summary) = get(&client, &server.url, "/__fauxpay/summary").await;
+    assert_eq!(summary["charges"], 5);
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes whose path names two ids (a refund updated under its charge) and the charge
+/// and refund updates come back after `kill -9`: the log keeps both ids.
+#[tokio::test]
+async fn updates_under_a_charges_path_survive_a_crash() {
+    let dir = data_dir("two-ids");
+    let client = client();
+    let server = start_async(&dir, &[]).await;
+    let url = server.url.clone();
+    let (pi, _) = pay(&client, &url, "two-ids-1").await.unwrap();
+    let (_, intent) = get(&client, &url, &format!("/v1/payment_intents/{pi}")).await;
+    let ch = intent["latest_charge"].as_str().unwrap().to_string();
+    let post = |path: String, form: &'static [(&'static str, &'static str)]| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let resp = client
+                .post(format!("{url}{path}"))
+                .bearer_auth("sk_test_durable")
+                .form(form)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{path}");
+            resp.json::<Value>().await.unwrap()
+        }
+    };
+    let refund = post(format!("/v1/charges/{ch}/refunds"), &[("amount", "400")]).await;
+    let re = refund["id"].as_str().unwrap().to_string();
+    post(format!("/v1/charges/{ch}/refunds/{re}"), &[("metadata[ticket]", "T-9")]).await;
+    post(format!("/v1/charges/{ch}"), &[("description", "kept")]).await;
+    // Writes that ended in an error are recorded too (a decline, an over-refund).
+    for (path, form) in [
+        (
+            "/v1/payment_intents".to_string(),
+            [
+                ("amount", "900"),
+                ("currency", "usd"),
+                ("confirm", "true"),
+                ("payment_method", "pm_card_chargeDeclined"),
+            ],
+        ),
+        (
+            format!("/v1/charges/{ch}/refunds"),
+            [
+                ("amount", "99999"),
+                ("reason", "duplicate"),
+                ("metadata[k]", "v"),
+                ("expand[]", "charge"),
+            ],
+        ),
+    ] {
+        let resp = client
+            .post(format!("{url}{path}"))
+            .bearer_auth("sk_test_durable")
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert!(matches!(resp.status().as_u16(), 400 | 402), "{path}: {}", resp.status());
+    }
+    server.kill_9();
+
+    let server = start_async(&dir, &[]).await;
+    assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
+    let (status, refund) = get(&client, &server.url, &format!("/v1/charges/{ch}/refunds/{re}")).await;
+    assert_eq!(
+        (status, &refund["metadata"]["ticket"]),
+        (200, &Value::from("T-9")),
+        "{refund}"
+    );
+    let (_, charge) = get(&client, &server.url, &format!("/v1/charges/{ch}")).await;
+    assert_eq!(
+        (&charge["description"], &charge["amount_refunded"]),
+        (&Value::from("kept"), &Value::from(400))
+    );
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A write that ends otherwise when run again (here: its record says it was declined,
+/// and the code now charges it) is said at start-up, with the first such write: the
+/// state no longer matches what clients were told.
+#[tokio::test]
+async fn a_write_that_ends_otherwise_on_recovery_is_said_at_start_up() {
+    let dir = data_dir("diverged");
+    let client = client();
+    let server = start_async(&dir, &[]).await;
+    pay(&client, &server.url, "div-1").await.unwrap();
+    pay(&client, &server.url, "div-2").await.unwrap();
+    server.terminate();
+    let startup = start_async(&dir, &[]).await;
+    assert!(!startup.startup.contains("ended otherwise"), "{}", startup.startup);
+    startup.terminate();
+
+    // Rewrite the first payment's record as if it had answered 402.
+    let log = dir.join("fauxpay.log");
+    let bytes = std::fs::read(&log).unwrap();
+    let (mut out, mut at, mut changed) = (bytes[..12].to_vec(), 12, 0);
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        let payload = &bytes[at + 8..at + 8 + len];
+        let mut record: Value = serde_json::from_slice(payload).unwrap();
+        let payload = match record["commit"]["status"] == 200 && changed == 0 {
+            true => {
+                record["commit"]["status"] = 402.into();
+                changed += 1;
+                serde_json::to_vec(&record).unwrap()
+            }
+            false => payload.to_vec(),
+        };
+        fauxpay_provider::durable::file::encode_frame(&payload, &mut out);
+        at += 8 + len;
+    }
+    assert_eq!(changed, 1, "a commit record with its status");
+    std::fs::write(&log, out).unwrap();
+
+    let server = start_async(&dir, &[]).await;
+    assert!(
+        server.startup.contains("1 write ended otherwise than when made")
+            && server.startup.contains("POST /v1/payment_intents")
+            && server.startup.contains("answered 402, now 200")
+            && server.startup.contains("WARN"),
+        "{}",
+        server.startup
+    );
+    let (_, summary) = get(&client, &server.url, "/__fauxpay/summary").await;
+    assert_eq!(summary["charges"], 2, "recovery runs the code as it is now");
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What `fauxpay serve --data-dir DIR` printed and whether it succeeded, when it exits
+/// without serving.
+fn refused(dir: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_second_fauxpay_on_a_data_dir_in_use_is_refused_and_the_first_keeps_it() {
+    let dir = data_dir("in-use");
+    let first = start(&dir);
+    let (ok, stderr) = refused(&dir);
+    assert!(!ok);
+    assert!(
+        stderr.contains("another fauxpay is using it") && stderr.contains("refusing to start a second writer"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    // The lock goes with the process, however it ends: after kill -9 the dir opens again.
+    first.kill_9();
+    let second = start(&dir);
+    second.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_data_dir_of_a_newer_fauxpay_or_of_something_else_is_refused() {
+    let dir = data_dir("newer");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut header = b"FAUXPAYL".to_vec();
+    header.extend_from_slice(&99u32.to_le_bytes());
+    std::fs::write(dir.join("fauxpay.log"), &header).unwrap();
+    for (contents, expected) in [
+        (header.clone(), "newer fauxpay (schema 99"),
+        (b"name,amount\n".to_vec(), "not a fauxpay data file"),
+    ] {
+        std::fs::write(dir.join("fauxpay.log"), &contents).unwrap();
+        let (ok, stderr) = refused(&dir);
+        assert!(!ok);
+        assert!(stderr.contains(expected), "{stderr}");
+        // Refused, never reset.
+        assert_eq!(std::fs::read(dir.join("fauxpay.log")).unwrap(), contents);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A webhook receiver that answers 200 while `accepting`, else 503, and counts every
+/// delivery of each event id it answered 200.
+#[derive(Clone, Default)]
+struct Receiver {
+    accepting: Arc<std::sync::atomic::AtomicBool>,
+    acknowledged: Arc<Mutex<BTreeMap<String, usize>>>,
+    refused: Arc<AtomicUsize>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Receiver {
+    async fn start(&self) -> String {
+        let me = self.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let me = me.clone();
+                async move {
+                    let event: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let status = if me.accepting.load(Ordering::SeqCst) {
+                        let id = event["id"].as_str().unwrap_or_default().to_string();
+                        *me.acknowledged.lock().unwrap().entry(id).or_default() += 1;
+                        axum::http::StatusCode::OK
+                    } else {
+                        me.refused.fetch_add(1, Ordering::SeqCst);
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    me.arrived.notify_one();
+                    status
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+}
+
+async fn drained(client: &reqwest::Client, url: &str) -> Value {
+    let (status, body) = get(client, url, "/__fauxpay/webhooks/drain?timeout=30s").await;
+    assert_eq!((status, body["drained"].as_bool()), (200, Some(true)), "{body}");
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_not_sent_again() {
+    let dir = data_dir("hooks");
+    let client = client();
+    let receiver = Receiver::default();
+    receiver.accepting.store(true, Ordering::SeqCst);
+    let hook = receiver.start().await;
+    // Retries an hour apart: a refused delivery stays pending until the restart.
+    let flags = [
+        "--webhook",
+        &hook,
+        "--webhook-secret",
+        "whsec_durable",
+        "--webhook-retries",
+        "1h",
+    ];
+    let server = start_async(&dir, &flags).await;
+    // Order A: its three events are acknowledged before the crash.
+    pay(&client, &server.url, "hook-a").await.unwrap();
+    drained(&client, &server.url).await;
+    let before: BTreeMap<String, usize> = receiver.acknowledged.lock().unwrap().clone();
+    assert_eq!(before.len(), 3, "{before:?}");
+    // Order B: the receiver is down; its three events wait for a retry an hour away.
+    receiver.accepting.store(false, Ordering::SeqCst);
+    pay(&client, &server.url, "hook-b").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while receiver.refused.load(Ordering::SeqCst) < 3 {
+            receiver.arrived.notified().await;
+        }
+    })
+    .await
+    .expect("B's deliveries were tried");
+    tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+
+    // Back up, with the receiver too: B's deliveries resume at once; A's are not repeated.
+    receiver.accepting.store(true, Ordering::SeqCst);
+    let server = start_async(&dir, &flags).await;
+    assert!(
+        server.startup.contains("3 webhook deliveries resumed"),
+        "{}",
+        server.startup
+    );
+    drained(&client, &server.url).await;
+    let after = receiver.acknowledged.lock().unwrap().clone();
+    assert_eq!(after.len(), 6, "{after:?}");
+    assert!(
+        after.values().all(|&n| n == 1),
+        "every event acknowledged once: {after:?}"
+    );
+    // Every event says so.
+    let (_, events) = get(&client, &server.url, "/v1/events?limit=100").await;
+    let events = events["data"].as_array().unwrap();
+    assert_eq!(events.len(), 6);
+    assert!(events.iter().all(|e| e["pending_webhooks"] == 0), "{events:?}");
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}

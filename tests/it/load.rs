@@ -1,0 +1,242 @@
+//! `fauxpay load` through the built binary, against a provider in this process: double
+//! charges found exactly, clean clients clean, gates and exit codes, the report files.
+
+use fauxpay_testkit::provider as common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{with_profile, Harness};
+use fauxpay_faults as faults;
+use serde_json::Value;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fauxpay-load-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+async fn provider(profile: &str) -> Harness {
+    Harness::start(with_profile(faults::bundled::load(profile).unwrap())).await
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    out: PathBuf,
+}
+
+impl Run {
+    fn report(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.out.join("report.json")).unwrap()).unwrap()
+    }
+}
+
+/// Runs the binary off the async runtime's threads, so the in-process provider keeps serving.
+async fn load(name: &str, args: &[&str]) -> Run {
+    let out = out_dir(name);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fauxpay"));
+    cmd.arg("load").args(args).args([
+        "--out",
+        out.to_str().unwrap(),
+        "--increase-rate",
+        "1000",
+        "--client-timeout",
+        "1s",
+        "--backoff",
+        "10ms..50ms",
+    ]);
+    let output = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        out,
+    }
+}
+
+fn stripe_args<'a>(url: &'a str, mix: &'a str, run_id: &'a str) -> Vec<&'a str> {
+    vec![
+        "--target",
+        url,
+        "--provider",
+        url,
+        "--template",
+        "stripe",
+        "--mix",
+        mix,
+        "--run-id",
+        run_id,
+        "--seed",
+        "7",
+        "--users",
+        "4",
+        "--iterations",
+        "15",
+    ]
+}
+
+#[tokio::test]
+async fn retry_new_key_double_charges_exactly_as_the_ledger_says() {
+    let h = provider("lost-responses").await;
+    let url = h.provider.url();
+    let run = load("newkey", &stripe_args(&url, "retry-new-key=1", "nk")).await;
+    assert_eq!(
+        run.code, 1,
+        "a double charge fails the gate\n{}\n{}",
+        run.stdout, run.stderr
+    );
+    let report = run.report();
+    let summary = h.summary().await;
+    let doubles = report["anomalies"]["double_charges"]["count"].as_u64().unwrap();
+    assert!(doubles > 0, "lost-responses must make a new-key client double-charge");
+    assert_eq!(doubles, summary["duplicate_group_count"].as_u64().unwrap());
+    assert_eq!(report["anomalies"]["extra_charges"], summary["duplicate_charges"]);
+    assert_eq!(report["payments"], 60);
+    // The terminal, report.md and junit.xml tell the same numbers.
+    assert!(
+        run.stdout.contains(&format!("FAIL double charges = {doubles} (≤ 0)")),
+        "{}",
+        run.stdout
+    );
+    let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!("| double charges | {doubles} | ≤ 0 | **FAIL** |")),
+        "{md}"
+    );
+    assert!(
+        md.contains(&format!("| {} | {} |", report["payments"], report["outcomes"]["ok"])),
+        "{md}"
+    );
+    let example = &report["anomalies"]["double_charges"]["examples"][0]["story"];
+    assert!(
+        example.as_str().unwrap().contains("drop_response after_commit"),
+        "{example}"
+    );
+    check_junit(&run.out, 1);
+    assert!(run.out.join("journal.jsonl").exists());
+    assert!(run.out.join("goose-report.html").exists());
+}
+
+#[tokio::test]
+async fn retry_same_key_and_double_submit_never_double_charge() {
+    let h = provider("lost-responses").await;
+    let url = h.provider.url();
+    let run = load("samekey", &stripe_args(&url, "retry-same-key=3,double-submit=1", "sk")).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = run.report();
+    assert_eq!(report["anomalies"]["double_charges"]["count"], 0);
+    assert_eq!(h.summary().await["duplicate_group_count"], 0);
+    assert_eq!(report["anomalies"]["lost"]["count"], 0);
+    assert!(report["by_behaviour"]["double-submit"]["payments"].as_u64().unwrap() > 0);
+    assert!(run.stdout.contains("every gate held"));
+    check_junit(&run.out, 0);
+}
+
+/// junit.xml parses as JUnit XML, one test case per gate, `failures` of them failing.
+fn check_junit(out: &Path, failures: usize) {
+    let text = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("junit.xml is XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let suite = root.children().find(|n| n.has_tag_name("testsuite")).unwrap();
+    let cases: Vec<_> = suite.children().filter(|n| n.has_tag_name("testcase")).collect();
+    assert!(cases.len() >= 5);
+    assert_eq!(suite.attribute("tests").unwrap(), cases.len().to_string());
+    let failed = cases
+        .iter()
+        .filter(|c| c.children().any(|n| n.has_tag_name("failure")))
+        .count();
+    assert_eq!(failed, failures);
+    assert_eq!(suite.attribute("failures").unwrap(), failures.to_string());
+}
+
+#[tokio::test]
+async fn exit_codes_for_bad_configuration_and_unreachable_services() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+    let bad_mix = load(
+        "badmix",
+        &["--target", &url, "--provider", &url, "--mix", "retry-sometimes=1"],
+    )
+    .await;
+    assert_eq!(bad_mix.code, 2, "{}", bad_mix.stderr);
+    assert!(bad_mix.stderr.contains("--mix"), "{}", bad_mix.stderr);
+    let bad_template = load("badtpl", &["--target", &url, "--provider", &url, "--template", "nope"]).await;
+    assert_eq!(bad_template.code, 2);
+    let bad_flag = load(
+        "badflag",
+        &["--target", &url, "--provider", &url, "--backoff", "5s..1s"],
+    )
+    .await;
+    assert_eq!(bad_flag.code, 2);
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let nowhere = format!("http://{closed}");
+    let down = load("down", &["--target", &url, "--provider", &nowhere]).await;
+    assert_eq!(down.code, 3, "{}", down.stderr);
+    assert!(down.stderr.contains("provider is unreachable"), "{}", down.stderr);
+    let no_target = load("notarget", &["--target", &nowhere, "--provider", &url]).await;
+    assert_eq!(no_target.code, 3);
+}
+
+#[tokio::test]
+async fn gates_decide_the_exit_code() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+    // Declines are definite failures: no anomaly, so the gates hold...
+    let mut args = stripe_args(&url, "retry-same-key=1", "gate");
+    args.extend(["--payment-method", "pm_card_chargeDeclined"]);
+    let declined = load("declined", &args).await;
+    assert_eq!(declined.code, 0, "{}", declined.stdout);
+    assert_eq!(declined.report()["outcomes"]["fail"], 60);
+    // ...but an impossible latency gate fails.
+    let mut args = stripe_args(&url, "retry-same-key=1", "gate2");
+    args.extend(["--max-p99", "1us"]);
+    let slow = load("p99", &args).await;
+    assert_eq!(slow.code, 1);
+    assert!(slow.stdout.contains("FAIL payment p99"), "{}", slow.stdout);
+}
+
+#[tokio::test]
+async fn merged_reports_add_up_to_the_ledger() {
+    let h = provider("lost-responses").await;
+    let url = h.provider.url();
+    let a = load("merge-a", &stripe_args(&url, "retry-new-key=1", "ma")).await;
+    let b = load("merge-b", &stripe_args(&url, "retry-new-key=1,retry-same-key=1", "mb")).await;
+    let out = out_dir("merged");
+    let merged = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["report", "merge"])
+        .arg(a.out.join("report.json"))
+        .arg(b.out.join("report.json"))
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let (ra, rb) = (a.report(), b.report());
+    let sum = |path: &str| ra.pointer(path).unwrap().as_u64().unwrap() + rb.pointer(path).unwrap().as_u64().unwrap();
+    assert_eq!(m["payments"].as_u64().unwrap(), sum("/payments"));
+    assert_eq!(m["attempts"].as_u64().unwrap(), sum("/attempts"));
+    assert_eq!(
+        m["anomalies"]["double_charges"]["count"].as_u64().unwrap(),
+        sum("/anomalies/double_charges/count")
+    );
+    assert_eq!(m["latency"]["attempt"]["count"].as_u64().unwrap(), sum("/attempts"));
+    // The two generators' double charges are exactly the provider's duplicate groups.
+    assert_eq!(
+        m["anomalies"]["double_charges"]["count"],
+        h.summary().await["duplicate_group_count"]
+    );
+    assert_eq!(merged.status.code(), Some(1), "the merged report gates too");
+    let bad = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["report", "merge", "/nonexistent.json", "/also-not.json"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
