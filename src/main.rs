@@ -10,13 +10,11 @@ use clap::Parser;
 use fauxpay_faults as faults;
 use fauxpay_merchant::MerchantConfig;
 use fauxpay_provider::config::WebhookTarget;
-use fauxpay_provider::webhook_endpoints::object::generate_secret;
-use fauxpay_provider::webhook_endpoints::rules::check_url;
+use fauxpay_provider::resources::webhook_endpoints::object::generate_secret;
+use fauxpay_provider::resources::webhook_endpoints::rules::check_url;
 use fauxpay_provider::webhooks::Settings as DeliverySettings;
 use fauxpay_provider::{self as provider, Config};
 use tracing_subscriber::EnvFilter;
-
-
 
 /// mimalloc rather than glibc's malloc: a payment makes a few dozen small allocations and
 /// keeps ~0.9 KB, and glibc spent ~15% of the provider's CPU on them (bench/notes.md).
@@ -268,7 +266,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = shutdown_signal()?;
         // Recovered before listening, so the first request sees the whole state.
-        let (provider, recovered) = provider::recovery::open(config, args.data_dir.as_deref(), args.fsync)?;
+        let (provider, recovered) = provider::durable::recovery::open(config, args.data_dir.as_deref(), args.fsync)?;
         if let (Some(summary), Some(dir)) = (recovered, &args.data_dir) {
             match summary.diverged {
                 0 => tracing::info!("{}", summary.describe(dir)),

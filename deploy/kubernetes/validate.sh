@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Validates deploy/kubernetes/ against Kubernetes' schemas, strictly, without a cluster:
-# tests/kubernetes.rs renders the kustomization (generators, replacements) and hands the
+# tests/it/kubernetes.rs renders the kustomization (generators, replacements) and hands the
 # result to kubernetes-validate (PyPI; its schemas ship in the package, so it runs offline
-# once installed). Opt-in, as it installs a Python package into a venv:
+# once installed). .ci/run does the same install, so CI always validates:
 #
 #   deploy/kubernetes/validate.sh            # venv in target/kubernetes-validate
 #   KUBERNETES_VERSION=1.30.0 deploy/kubernetes/validate.sh
@@ -22,4 +22,4 @@ if [ -n "${KUBERNETES_VERSION:-}" ]; then
   validator="$wrapper"
 fi
 FAUXPAY_KUBERNETES_VALIDATE="$(realpath "$validator")" \
-  cargo test --test kubernetes -- --nocapture the_rendered_resources_match_kubernetes_schemas_when_asked
+  cargo test -p fauxpay --test it -- --nocapture kubernetes::the_rendered_resources_match_kubernetes_schemas_when_asked

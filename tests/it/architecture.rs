@@ -246,7 +246,12 @@ fn name(m: &[String]) -> String {
 }
 
 /// The library crates whose modules must not form a loop.
-const LIBRARIES: &[&str] = &["crates/faults", "crates/provider", "crates/merchant", "crates/loadtests"];
+const LIBRARIES: &[&str] = &[
+    "crates/faults",
+    "crates/provider",
+    "crates/merchant",
+    "crates/loadtests",
+];
 
 fn crate_sources(dir: &str) -> Vec<Source> {
     load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join("src"))
@@ -318,7 +323,11 @@ fn only_the_provider_http_edge_knows_axum_and_hyper() {
     assert!(core.len() > 50, "the provider's core was read");
     for needle in ["axum", "hyper", "StatusCode", "tower"] {
         let found = mentions(&core, needle);
-        assert!(found.is_empty(), "the provider's core mentions {needle}:\n{}", found.join("\n"));
+        assert!(
+            found.is_empty(),
+            "the provider's core mentions {needle}:\n{}",
+            found.join("\n")
+        );
     }
 }
 
@@ -352,24 +361,39 @@ fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
 fn the_crates_are_the_layers() {
     let deps = dependencies();
     let fauxpay = |name: &str| -> BTreeSet<String> {
-        deps[name].iter().filter(|d| d.starts_with("fauxpay")).cloned().collect()
+        deps[name]
+            .iter()
+            .filter(|d| d.starts_with("fauxpay"))
+            .cloned()
+            .collect()
     };
     let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
     // Who may build on whom: the binary wires the four; nothing else knows another layer
     // beyond these edges (the load generator knows the provider only through HTTP).
     assert_eq!(fauxpay("fauxpay-faults"), set(&[]));
     assert_eq!(fauxpay("fauxpay-error-chain"), set(&[]));
-    assert_eq!(fauxpay("fauxpay-provider"), set(&["fauxpay-error-chain", "fauxpay-faults"]));
+    assert_eq!(
+        fauxpay("fauxpay-provider"),
+        set(&["fauxpay-error-chain", "fauxpay-faults"])
+    );
     assert_eq!(fauxpay("fauxpay-merchant"), set(&["fauxpay-error-chain"]));
     assert_eq!(fauxpay("fauxpay-loadtests"), set(&[]));
     assert_eq!(
         fauxpay("fauxpay"),
-        set(&["fauxpay-faults", "fauxpay-loadtests", "fauxpay-merchant", "fauxpay-provider"])
+        set(&[
+            "fauxpay-faults",
+            "fauxpay-loadtests",
+            "fauxpay-merchant",
+            "fauxpay-provider"
+        ])
     );
     // What a layer must not drag in: the provider embeds without goose, the stores or the
     // CLI; the domain knows no clap; the fault engine no I/O.
     for (krate, forbidden) in [
-        ("fauxpay-provider", &["goose", "redis", "tokio-postgres", "clap", "tower-http"][..]),
+        (
+            "fauxpay-provider",
+            &["goose", "redis", "tokio-postgres", "clap", "tower-http"][..],
+        ),
         ("fauxpay-merchant", &["goose", "clap", "hyper"][..]),
         ("fauxpay-faults", &["tokio", "hyper", "axum", "reqwest", "clap"][..]),
     ] {

@@ -3,7 +3,6 @@
 use std::io::BufReader;
 use std::process::{Child, Command};
 
-
 fn fauxpay() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fauxpay"))
 }
@@ -17,7 +16,8 @@ fn spawn_serve(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildS
 
 /// [`spawn_serve`], with the start-up line.
 fn spawn_serve_line(extra: &[&str]) -> (Child, String, BufReader<std::process::ChildStderr>, String) {
-    let (child, url, stderr, printed) = crate::support::spawn_listening(["serve", "--addr", "127.0.0.1:0"].iter().chain(extra));
+    let (child, url, stderr, printed) =
+        crate::support::spawn_listening(["serve", "--addr", "127.0.0.1:0"].iter().chain(extra));
     let line = printed.lines().last().unwrap_or_default().to_string();
     assert!(line.contains("idempotency=stripe"), "{line}");
     assert!(line.contains("correlate=metadata.order_id"), "{line}");

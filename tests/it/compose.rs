@@ -1,7 +1,6 @@
 //! docker-compose.yml, checked without a Docker engine: every fauxpay service's command
 //! goes through the real CLI parser, and ports and URLs agree across services.
 
-
 use std::collections::BTreeSet;
 
 use clap::Parser;
@@ -135,8 +134,8 @@ fn services_parse_and_agree_on_ports_and_urls() {
 }
 
 #[test]
-fn readme_starts_every_fauxpay_service_the_same_way_by_hand() {
-    let readme = std::fs::read_to_string("README.md").unwrap();
+fn the_docs_start_every_fauxpay_service_the_same_way_by_hand() {
+    let docs = std::fs::read_to_string("docs/deployment.md").unwrap();
     let c = compose();
     for name in ["provider", "merchant", "load"] {
         let by_hand = format!("fauxpay {}", command(&c["services"][name]).join(" "));
@@ -151,8 +150,8 @@ fn readme_starts_every_fauxpay_service_the_same_way_by_hand() {
             .replace("--out /reports", "--out fauxpay-report")
             .replace("--data-dir /var/lib/fauxpay", "--data-dir ./provider-data");
         assert!(
-            readme.contains(&by_hand),
-            "README lacks the by-hand command for {name}:\n{by_hand}"
+            docs.contains(&by_hand),
+            "docs/deployment.md lacks the by-hand command for {name}:\n{by_hand}"
         );
     }
 }

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-
 /// A `fauxpay serve` process on a data dir.
 struct Server {
     child: Child,

@@ -2,7 +2,6 @@
 //! merge`, its charts drawn from the per-second time series of `report.json` (one point a
 //! second), and each anomaly example told as a story.
 
-
 use fauxpay_testkit::provider::{with_profile, Harness};
 
 use crate::support::load_report;

@@ -17,7 +17,7 @@ use std::time::Instant;
 use clap::Parser;
 use fauxpay_provider::durable::record::Commit;
 use fauxpay_provider::durable::{file, DataLog, Fsync, Record};
-use fauxpay_provider::params::Params;
+use fauxpay_provider::stripe::params::Params;
 
 #[derive(Parser)]
 struct Args {

@@ -9,18 +9,30 @@ use super::profile::Profile;
 /// Every bundled profile: (name, TOML text). The name is the file name without `.toml`.
 pub const BUNDLED: &[(&str, &str)] = &[
     ("happy", include_str!("../../../fault-profiles/happy.toml")),
-    ("flaky-network", include_str!("../../../fault-profiles/flaky-network.toml")),
+    (
+        "flaky-network",
+        include_str!("../../../fault-profiles/flaky-network.toml"),
+    ),
     (
         "lost-responses",
         include_str!("../../../fault-profiles/lost-responses.toml"),
     ),
-    ("slow-provider", include_str!("../../../fault-profiles/slow-provider.toml")),
+    (
+        "slow-provider",
+        include_str!("../../../fault-profiles/slow-provider.toml"),
+    ),
     (
         "ambiguous-errors",
         include_str!("../../../fault-profiles/ambiguous-errors.toml"),
     ),
-    ("outage-window", include_str!("../../../fault-profiles/outage-window.toml")),
-    ("rate-limited", include_str!("../../../fault-profiles/rate-limited.toml")),
+    (
+        "outage-window",
+        include_str!("../../../fault-profiles/outage-window.toml"),
+    ),
+    (
+        "rate-limited",
+        include_str!("../../../fault-profiles/rate-limited.toml"),
+    ),
     ("declines", include_str!("../../../fault-profiles/declines.toml")),
     ("key-expiry", include_str!("../../../fault-profiles/key-expiry.toml")),
     ("chaos", include_str!("../../../fault-profiles/chaos.toml")),

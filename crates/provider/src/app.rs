@@ -6,17 +6,18 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 
-use fauxpay_faults::Profile;
-use crate::clock::Clock;
 use crate::config::Config;
 use crate::durable::{DataLog, Record};
 use crate::fault_injection::FaultInjector;
 use crate::idempotency::IdempotencyStore;
+use crate::journal::Journal;
 use crate::metrics::Metrics;
-use crate::payments::Payments;
-use crate::spec::schema;
-use crate::webhook_endpoints::object::WebhookEndpoint;
+use crate::resources::webhook_endpoints::object::WebhookEndpoint;
+use crate::state::clock::Clock;
+use crate::state::payments::Payments;
+use crate::stripe::spec::schema;
 use crate::webhooks::Webhooks;
+use fauxpay_faults::Profile;
 
 /// Everything a running provider shares between requests.
 pub struct Provider {
@@ -24,6 +25,8 @@ pub struct Provider {
     pub payments: Payments,
     pub idempotency: Arc<IdempotencyStore>,
     pub faults: Arc<FaultInjector>,
+    /// The recent requests and how each ended (`GET /__fauxpay/requests`).
+    pub journal: Journal,
     pub metrics: Metrics,
     /// The provider's time: idempotency keys are claimed and expire by it.
     pub clock: Clock,
@@ -92,6 +95,7 @@ impl Provider {
             payments,
             idempotency: IdempotencyStore::new(config.profile.key_ttl.unwrap_or(config.key_ttl)),
             faults,
+            journal: Journal::default(),
             metrics,
             clock: Clock::default(),
             webhooks,
@@ -115,6 +119,7 @@ impl Provider {
         self.payments.restore_webhook_endpoints(&self.cli_endpoints);
         self.webhooks.reset();
         self.faults.reset();
+        self.journal.reset();
     }
 
     /// The data dir's log, when the state is durable (`--data-dir`).

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use fauxpay_faults::{self as faults, Profile};
-use crate::events::store::DEFAULT_TTL as DEFAULT_EVENT_TTL;
 use crate::idempotency::Mode as IdempotencyMode;
-use crate::payments::{CorrelationSource, DuplicatePolicy};
+use crate::resources::events::store::DEFAULT_TTL as DEFAULT_EVENT_TTL;
+use crate::state::payments::{CorrelationSource, DuplicatePolicy};
 use crate::webhooks::Settings as DeliverySettings;
+use fauxpay_faults::{self as faults, Profile};
 
 /// A webhook endpoint set at start-up (`fauxpay serve --webhook URL`): it receives every
 /// event, signed with `secret` (`whsec_…`).

@@ -112,6 +112,19 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An injected 5xx: Stripe's `api_error`, as ambiguous as the real thing.
+    pub fn injected(status: u16, label: Option<&str>) -> Self {
+        Self::new(
+            Status::server_error(status),
+            ErrorType::ApiError,
+            format!(
+                "An unknown error occurred while processing this request (fauxpay: {}).",
+                label.unwrap_or("injected error")
+            ),
+        )
+        .executed()
+    }
+
     pub fn new(status: Status, kind: ErrorType, message: impl Into<String>) -> Self {
         Self {
             status,

@@ -19,52 +19,28 @@
 // returned through a few frames, so boxing it would buy nothing measurable.
 #![allow(clippy::result_large_err)]
 
-pub mod api;
 pub mod app;
-pub mod attempt;
-pub mod cards;
-pub mod charges;
-pub mod clock;
 pub mod config;
-pub mod customers;
 pub mod dashboard;
 pub mod durable;
-pub mod endpoint;
 pub mod error;
-pub mod events;
-pub mod expand;
 pub mod fault_injection;
-pub mod fields;
 pub mod http;
 pub mod idempotency;
-pub mod ids;
-pub mod json;
-pub mod ledger;
+pub mod journal;
 pub mod metrics;
-pub mod money;
-pub mod paging;
-pub mod params;
-pub mod payment_intents;
-pub mod payment_methods;
-pub mod payments;
 pub mod pipeline;
-pub mod recovery;
-pub mod refunds;
 pub mod reply;
-pub mod search;
-pub mod setup_intents;
-pub mod shard;
-pub mod spec;
-pub mod table;
+pub mod resources;
+pub mod state;
+pub mod stripe;
 #[cfg(test)]
 pub mod test_support;
-pub mod three_ds;
-pub mod webhook_endpoints;
 pub mod webhooks;
 
 pub use app::Provider;
 pub use config::{Config, Limits};
-pub use http::serve::{serve, RunningProvider};
+pub use http::lifecycle::{serve, RunningProvider};
 pub use http::server::raise_open_file_limit;
 pub use idempotency::Mode as IdempotencyMode;
-pub use payments::{CorrelationSource, DuplicatePolicy};
+pub use state::payments::{CorrelationSource, DuplicatePolicy};

@@ -17,8 +17,8 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::state::ledger::Ledger;
 use fauxpay_faults::{FaultKind, When};
-use crate::ledger::Ledger;
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
 const BUCKETS: [f64; 14] = [

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::charges::object::Charge;
-use crate::customers::object::Customer;
-use crate::ids::ObjectId;
-use crate::payment_intents::object::PaymentIntent;
-use crate::payment_methods::object::PaymentMethod;
-use crate::refunds::object::Refund;
-use crate::setup_intents::object::SetupIntent;
+use crate::resources::charges::object::Charge;
+use crate::resources::customers::object::Customer;
+use crate::resources::payment_intents::object::PaymentIntent;
+use crate::resources::payment_methods::object::PaymentMethod;
+use crate::resources::refunds::object::Refund;
+use crate::resources::setup_intents::object::SetupIntent;
+use crate::stripe::ids::ObjectId;
 
 /// What an operation answers: a Stripe object, shared (the idempotency store keeps the
 /// same `Arc` the tables hold, not a copy of its JSON) and serialised straight to bytes

@@ -1,10 +1,10 @@
 //! Helpers shared by the provider's unit tests: payment state with the default
 //! settings, and form bodies as `Params`.
 
-use crate::attempt::Attempt;
-use crate::ids::RequestId;
-use crate::params::Params;
-use crate::payments::{CorrelationSource, DuplicatePolicy, Payments};
+use crate::fault_injection::attempt::Attempt;
+use crate::state::payments::{CorrelationSource, DuplicatePolicy, Payments};
+use crate::stripe::ids::RequestId;
+use crate::stripe::params::Params;
 
 /// Payment state correlating by `metadata.order_id`, charging duplicates as `policy` says.
 pub fn payments_with(policy: DuplicatePolicy) -> Payments {

@@ -97,4 +97,3 @@ pub async fn seed(config: fauxpay_provider::Config) -> Seeded {
 pub fn urlencode(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
-

@@ -20,12 +20,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::app::Provider;
-use crate::charges::object::Charge;
-use crate::fault_injection::{Outcome, RequestRecord};
-use crate::ids::{ChargeId, ObjectId, PaymentIntentId};
-use crate::ledger::{now_ms, LedgerRecord, RecordFilter};
-use crate::payment_intents::object::PaymentIntent;
-use crate::table::Cursor;
+use crate::journal::{Outcome, RequestRecord};
+use crate::resources::charges::object::Charge;
+use crate::resources::payment_intents::object::PaymentIntent;
+use crate::state::clock::now_ms;
+use crate::state::ledger::{LedgerRecord, RecordFilter};
+use crate::state::table::Cursor;
+use crate::stripe::ids::{ChargeId, ObjectId, PaymentIntentId};
 
 /// Rows at most in any list the dashboard shows.
 pub const MAX_ROWS: usize = 200;
@@ -120,7 +121,7 @@ pub fn change_marker(app: &Provider) -> String {
     let counts = app.payments.ledger.counts();
     format!(
         "{}-{}-{}-{}",
-        app.faults.logged(),
+        app.journal.logged(),
         counts.charges,
         counts.refunds,
         app.faults.active().activated_ms
@@ -146,12 +147,12 @@ pub fn summary(app: &Provider) -> Summary {
 
 pub fn overview(app: &Provider) -> Overview {
     let since = now_ms().saturating_sub(RATE_WINDOW_MS);
-    let recent = app.faults.recent(usize::MAX, |r| r.time_ms >= since).len();
+    let recent = app.journal.recent(usize::MAX, |r| r.time_ms >= since).len();
     Overview {
         payment_intents: app.payments.intents.len(),
         summary: summary(app),
         profile: profile(app),
-        requests_logged: app.faults.logged(),
+        requests_logged: app.journal.logged(),
         requests_per_second: recent as f64 * 1000.0 / RATE_WINDOW_MS as f64,
         faults: app
             .faults
@@ -185,9 +186,9 @@ impl PaymentFilter {
 
     fn keeps_charge(&self, ch: &Charge) -> bool {
         let status = match ch.status {
-            crate::charges::object::ChargeStatus::Succeeded => "succeeded",
-            crate::charges::object::ChargeStatus::Failed => "failed",
-            crate::charges::object::ChargeStatus::Pending => "pending",
+            crate::resources::charges::object::ChargeStatus::Succeeded => "succeeded",
+            crate::resources::charges::object::ChargeStatus::Failed => "failed",
+            crate::resources::charges::object::ChargeStatus::Pending => "pending",
         };
         (self.status.is_empty() || status == self.status)
             && (self.q.is_empty()
@@ -270,7 +271,7 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
         Some(ObjectId::Charge(c)) => charge_ids.contains(&c),
         _ => false,
     };
-    let requests = app.faults.recent(MAX_ROWS, |r| {
+    let requests = app.journal.recent(MAX_ROWS, |r| {
         touches(r.object) || (correlation.is_some() && r.correlation_id == correlation)
     });
     let ledger: Vec<Arc<LedgerRecord>> = app
@@ -284,7 +285,7 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
         .filter(|r| {
             (r.payment_intent.is_some() && r.payment_intent == pi_id)
                 || r.charge.is_some_and(|c| charge_ids.contains(&c))
-                || matches!(r.id(), crate::ledger::MovementId::Charge(c) if charge_ids.contains(&c))
+                || matches!(r.id(), crate::state::ledger::MovementId::Charge(c) if charge_ids.contains(&c))
                 || (correlation.is_some() && r.correlation_id == correlation)
         })
         .take(MAX_ROWS)
@@ -317,7 +318,7 @@ pub fn duplicates(app: &Provider) -> Vec<(DuplicateGroup, Vec<RequestRecord>)> {
     let groups = summary(app).duplicate_groups;
     let wanted: std::collections::HashSet<&str> = groups.iter().map(|g| g.correlation_id.as_str()).collect();
     let mut by_order: HashMap<String, Vec<RequestRecord>> = HashMap::new();
-    for r in app.faults.recent(usize::MAX, |r| {
+    for r in app.journal.recent(usize::MAX, |r| {
         r.correlation_id.as_ref().is_some_and(|c| wanted.contains(c.as_str()))
     }) {
         if let Some(c) = &r.correlation_id {
@@ -387,7 +388,7 @@ impl RequestFilter {
 
 /// The journal's most recent requests matching `filter`, newest first.
 pub fn requests(app: &Provider, filter: &RequestFilter) -> Vec<RequestRecord> {
-    let mut out = app.faults.recent(MAX_ROWS, |r| filter.keeps(r));
+    let mut out = app.journal.recent(MAX_ROWS, |r| filter.keeps(r));
     out.reverse();
     out
 }

@@ -2,7 +2,7 @@
 //! to the second charge, in sentences a person reads (plain text; the page escapes it).
 
 use super::{clock, money, outcome_text, DuplicateGroup};
-use crate::fault_injection::{Outcome, RequestRecord};
+use crate::journal::{Outcome, RequestRecord};
 
 /// One request of the story, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,8 +159,9 @@ fn reasons(group: &DuplicateGroup, requests: &[RequestRecord]) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::dashboard::GroupCharge;
-    use crate::endpoint::Verb;
-    use crate::ids::{CorrelationId, IdempotencyKey, RequestId};
+    use crate::idempotency::key::IdempotencyKey;
+    use crate::resources::endpoint::Verb;
+    use crate::stripe::ids::{CorrelationId, RequestId};
 
     fn request(key: &str, outcome: Outcome, committed: u16, fault: Option<&str>) -> RequestRecord {
         RequestRecord {

@@ -5,7 +5,7 @@
 //! ran its operation (with the ids it drew and the time it ran at, so running it again
 //! makes the same objects, events and ledger records), each attempt the fault engine
 //! counted, each profile swap and reset, and each webhook delivery that ended. Recovery
-//! ([`crate::recovery`]) runs the log again from the start.
+//! ([`crate::durable::recovery`]) runs the log again from the start.
 //!
 //! The log is one append-only file ([`file`]): a header with the schema version, then
 //! frames of `length, CRC-32, JSON record`. A torn tail (a crash in the middle of a
@@ -17,8 +17,10 @@
 //! `--fsync always`, synced) past them before their answer leaves, so concurrent
 //! requests share one `write` and one `fdatasync`.
 
+pub mod commit;
 pub mod file;
 pub mod record;
+pub mod recovery;
 mod writer;
 
 pub use file::{DataDirError, Recovered, SCHEMA_VERSION};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::params::{as_json, Params};
+use crate::stripe::params::{as_json, Params};
 
 /// One change to the provider's state. Externally tagged (`{"commit":{…}}`): an
 /// internally tagged enum makes serde buffer every record before reading it, which was

@@ -29,14 +29,14 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::extract::{read_body, ApiRequest, MAX_BODY_BYTES};
-use fauxpay_faults as faults;
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
-use crate::fault_injection::REQUEST_LOG_CAPACITY;
-use crate::ids::EventId;
-use crate::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
+use crate::journal::REQUEST_LOG_CAPACITY;
 use crate::metrics::CONTENT_TYPE as METRICS_CONTENT_TYPE;
+use crate::state::ledger::{RecordFilter, LEDGER_SCHEMA_VERSION};
+use crate::stripe::ids::EventId;
 use crate::webhooks::log::LOG_CAPACITY as WEBHOOK_LOG_CAPACITY;
+use fauxpay_faults as faults;
 
 type AppState = Arc<Provider>;
 
@@ -202,7 +202,7 @@ async fn requests(State(app): State<AppState>, req: ApiRequest) -> Response {
         (Ok(l), Ok(i), Ok(p)) => (l.unwrap_or(100).min(REQUEST_LOG_CAPACITY as u64) as usize, i, p),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e.into_response(),
     };
-    let records = app.faults.recent(limit, |r| {
+    let records = app.journal.recent(limit, |r| {
         identity.is_none_or(|i| &*r.identity == i)
             && prefix.is_none_or(|p| r.correlation_id.as_ref().is_some_and(|c| c.as_str().starts_with(p)))
     });

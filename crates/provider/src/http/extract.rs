@@ -18,12 +18,13 @@ use std::sync::Arc;
 use super::headers;
 use super::server::ConnControl;
 use crate::app::Provider;
-use crate::endpoint::Verb;
 use crate::error::{ApiError, ErrorType, Status};
+use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::Mode;
-use crate::ids::{ApiKey, IdempotencyKey, RequestId};
-use crate::params::Params;
 use crate::pipeline::Request as PipelineRequest;
+use crate::resources::endpoint::Verb;
+use crate::stripe::ids::{ApiKey, RequestId};
+use crate::stripe::params::Params;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -100,7 +101,7 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
         } else {
             let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
             match raw {
-                Some(raw) => Some(parse_key(raw, state.config.idempotency).map_err(Rejection)?),
+                Some(raw) => Some(IdempotencyKey::from_header(raw, state.config.idempotency).map_err(Rejection)?),
                 None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
                     return Err(Rejection(
                         ApiError::invalid_request(
@@ -264,40 +265,6 @@ fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiErr
     }
 }
 
-/// Validates an `Idempotency-Key` header value; in ietf mode a quoted RFC 8941 string
-/// (`"abc"`) is unquoted first.
-pub fn parse_key(raw: &str, mode: Mode) -> Result<IdempotencyKey, ApiError> {
-    let bad = |msg: String| ApiError::invalid_request(msg, Some("Idempotency-Key".into()));
-    if raw.contains('\u{fffd}') {
-        return Err(bad("Idempotency-Key must be visible ASCII text.".into()));
-    }
-    if mode == Mode::Ietf && raw.starts_with('"') {
-        let key =
-            unquote_sf_string(raw).ok_or_else(|| bad("Idempotency-Key is not a valid RFC 8941 string.".into()))?;
-        IdempotencyKey::parse(&key).map_err(bad)
-    } else {
-        IdempotencyKey::parse(raw.trim()).map_err(bad)
-    }
-}
-
-fn unquote_sf_string(raw: &str) -> Option<String> {
-    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next()? {
-                e @ ('"' | '\\') => out.push(e),
-                _ => return None,
-            },
-            '"' => return None,
-            c if (' '..='~').contains(&c) => out.push(c),
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,19 +300,6 @@ mod tests {
             assert_eq!(of(hostile), None, "{hostile}");
         }
         assert_eq!(origin(None), None);
-    }
-
-    #[test]
-    fn ietf_keys_may_be_quoted_strings() {
-        assert_eq!(parse_key("\"abc\"", Mode::Ietf).unwrap().as_str(), "abc");
-        assert_eq!(parse_key("\"a\\\"b\"", Mode::Ietf).unwrap().as_str(), "a\"b");
-        assert!(parse_key("\"abc", Mode::Ietf).is_err());
-        // Stripe mode takes the value as it is.
-        assert_eq!(parse_key("\"abc\"", Mode::Stripe).unwrap().as_str(), "\"abc\"");
-        assert_eq!(
-            parse_key(&"k".repeat(256), Mode::Stripe).unwrap_err().param.as_deref(),
-            Some("Idempotency-Key")
-        );
     }
 
     #[test]

@@ -6,17 +6,17 @@
 //! writes answers and carries out the pipeline's [`Delivery`](crate::pipeline::Delivery),
 //! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
 //! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints,
-//! `serve` the server's life cycle, and `webhook_client` the one outbound side: the
+//! `lifecycle` the provider's life cycle (start, serve, drain, stop), and `webhook_client` the one outbound side: the
 //! client that POSTs webhook deliveries (the delivery engine in `webhooks` calls it).
 
 pub mod admin;
 pub mod dashboard;
 pub mod extract;
 pub mod headers;
+pub mod lifecycle;
 pub mod observe;
 pub mod response;
 pub mod routes;
-pub mod serve;
 pub mod server;
 pub mod three_ds;
 pub mod webhook_client;

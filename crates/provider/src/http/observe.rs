@@ -18,7 +18,7 @@ use tower_service::Service;
 use super::headers;
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
-use crate::ids::RequestId;
+use crate::stripe::ids::RequestId;
 
 type AppState = Arc<Provider>;
 

@@ -4,7 +4,7 @@
 //! Every `/v1` endpoint has the same thin handler: authenticate (`Authenticated`, so a
 //! request without a valid key gets its 401 before anything else is looked at), extract
 //! an [`ApiRequest`], run the pipeline, carry out its delivery. Adding a resource is
-//! one line in [`RESOURCES`](crate::api::RESOURCES).
+//! one line in [`RESOURCES`](crate::resources::RESOURCES).
 
 use std::sync::Arc;
 
@@ -19,11 +19,11 @@ use super::extract::{ApiRequest, Authenticated};
 use super::observe::Observe;
 use super::response::deliver;
 use super::{admin, dashboard, three_ds};
-use crate::api::endpoints;
 use crate::app::Provider;
-use crate::endpoint::{Endpoint, PathIds, Verb};
 use crate::error::{ApiError, ErrorType, Status};
 use crate::pipeline;
+use crate::resources::endpoint::{Endpoint, PathIds, Verb};
+use crate::resources::endpoints;
 
 type AppState = Arc<Provider>;
 

@@ -1,5 +1,5 @@
 //! 3-D Secure at the edge: `GET /__fauxpay/3ds/{id}`, the page that stands in for the
-//! card issuer's (HTML from [`page`](crate::three_ds::page), served with a
+//! card issuer's (HTML from [`page`](crate::resources::three_ds::page), served with a
 //! content security policy that allows no script and no external asset), and
 //! `POST /__fauxpay/{payment_intents|setup_intents}/{id}/authenticate`, which runs
 //! through the request pipeline like a `/v1` endpoint (faults, idempotency keys and the
@@ -21,12 +21,12 @@ use serde_json::Value;
 use super::extract::{api_key, ApiRequest};
 use super::response::deliver;
 use crate::app::Provider;
-use crate::endpoint::{Endpoint, PathIds};
-use crate::ids::ApiKey;
 use crate::pipeline::{self, Answer, Delivery};
-use crate::three_ds::action::PAGE_PATH;
-use crate::three_ds::page;
-use crate::three_ds::routes::ENDPOINTS;
+use crate::resources::endpoint::{Endpoint, PathIds};
+use crate::resources::three_ds::action::PAGE_PATH;
+use crate::resources::three_ds::page;
+use crate::resources::three_ds::routes::ENDPOINTS;
+use crate::stripe::ids::ApiKey;
 
 type AppState = Arc<Provider>;
 

@@ -5,14 +5,27 @@
 
 use std::time::Instant;
 
+use serde_json::Value;
+
 use super::*;
 use crate::config::Config;
-use crate::idempotency::Begin;
-use crate::params::Params;
-use crate::payment_intents;
+use crate::idempotency::{Begin, Fingerprint};
+use crate::resources::endpoints;
+use crate::stripe::params::Params;
 
-const CREATE: &Endpoint = &payment_intents::routes::ENDPOINTS[0];
 const PATH: &str = "/v1/payment_intents";
+
+/// `POST /v1/payment_intents`, found by its verb and path (not its place in the table).
+fn create() -> &'static Endpoint {
+    endpoint(Verb::Post, PATH)
+}
+
+/// The endpoint served at `verb` `path`, found by both (not by its place in a table).
+fn endpoint(verb: Verb, path: &str) -> &'static Endpoint {
+    endpoints()
+        .find(|e| e.verb == verb && e.path == path)
+        .unwrap_or_else(|| panic!("{path} is served"))
+}
 const BODY: &str = "amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o1";
 const OTHER_BODY: &str = "amount=3000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o1";
 const KEY: &str = "key-1";
@@ -35,7 +48,7 @@ fn request(key: Option<&str>, body: &str, fault: Option<&str>) -> Request {
 }
 
 async fn post(app: &Arc<Provider>, body: &str, fault: Option<&str>) -> Delivery {
-    run(app, request(Some(KEY), body, fault), CREATE, PathIds::default()).await
+    run(app, request(Some(KEY), body, fault), create(), PathIds::default()).await
 }
 
 /// What the client sees of a delivery.
@@ -134,7 +147,7 @@ async fn faults_before_the_commit_charge_nothing_in_any_key_state() {
             .await;
             assert_eq!(seen(&delivery), expected, "{fault} with a {state:?} key");
             assert_eq!(charges(&app), before, "{fault} with a {state:?} key charged");
-            let log = app.faults.recent(1, |_| true);
+            let log = app.journal.recent(1, |_| true);
             assert_eq!(log[0].committed_status, None, "{fault} with a {state:?} key");
             assert!(!log[0].replayed, "{fault} with a {state:?} key");
             drop(delivery);
@@ -206,7 +219,7 @@ async fn faults_after_the_commit_act_on_what_the_key_answers() {
             // Only a new key charges, whatever happens to the answer after the commit.
             let charged = u64::from(state == KeyState::New);
             assert_eq!(charges(&app), before + charged, "'{fault}' with a {state:?} key");
-            let log = &app.faults.recent(1, |_| true)[0];
+            let log = &app.journal.recent(1, |_| true)[0];
             let committed = match plain {
                 Seen::Sent(s) | Seen::Replayed(s) => s,
                 _ => unreachable!(),
@@ -243,8 +256,14 @@ async fn the_request_log_says_how_each_request_ended() {
     ];
     for (i, (fault, outcome)) in cases.into_iter().enumerate() {
         let key = format!("log-{i}");
-        let _ = run(&app, request(Some(&key), BODY, Some(fault)), CREATE, PathIds::default()).await;
-        let log = &app.faults.recent(1, |_| true)[0];
+        let _ = run(
+            &app,
+            request(Some(&key), BODY, Some(fault)),
+            create(),
+            PathIds::default(),
+        )
+        .await;
+        let log = &app.journal.recent(1, |_| true)[0];
         assert_eq!(log.outcome, outcome, "{fault}");
         assert!(log.fault.is_some(), "{fault}");
         assert_eq!(log.idempotency_key.as_ref().map(|k| k.as_str()), Some(key.as_str()));
@@ -256,7 +275,7 @@ async fn replays_echo_the_key_and_name_the_original_request() {
     let app = Provider::new(Config::default());
     let first = request(Some(KEY), BODY, None);
     let original = first.request_id;
-    let Delivery::Send(a) = run(&app, first, CREATE, PathIds::default()).await else {
+    let Delivery::Send(a) = run(&app, first, create(), PathIds::default()).await else {
         panic!("sent")
     };
     assert_eq!(a.echo_key.as_ref().map(|k| k.as_str()), Some(KEY));
@@ -280,7 +299,7 @@ async fn validation_failures_are_not_stored_and_reads_ignore_keys() {
         Seen::Sent(200),
         "the key stayed free"
     );
-    let list = &payment_intents::routes::ENDPOINTS[1];
+    let list = endpoint(Verb::Get, PATH);
     let mut get = request(Some(KEY), "", None);
     get.verb = Verb::Get;
     let Delivery::Send(listed) = run(&app, get, list, PathIds::default()).await else {
@@ -317,7 +336,7 @@ async fn a_rate_limit_says_when_to_retry() {
 async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
     let app = Provider::new(Config::default());
     assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(200));
-    let charge = &crate::charges::routes::ENDPOINTS[0];
+    let charge = endpoint(Verb::Post, "/v1/charges");
     let mut other = request(Some(KEY), "amount=2000&currency=usd&source=tok_visa", None);
     other.path = "/v1/charges".into();
     let Delivery::Send(a) = run(&app, other, charge, PathIds::default()).await else {

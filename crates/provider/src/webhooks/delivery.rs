@@ -27,17 +27,17 @@ use tokio::sync::Notify;
 
 use super::log::{DeliveryLog, DeliveryRecord, Outcome};
 use super::signature;
-use fauxpay_faults::{DeliveryFacts, DeliveryFault, Forgery};
 use crate::durable::{DataLog, Record};
-use crate::events::object::Event;
-use crate::events::store::Publisher;
 use crate::fault_injection::FaultInjector;
 use crate::http::webhook_client::{Client, SendError};
-use crate::ids::WebhookEndpointId;
-use crate::json::now_unix;
-use crate::ledger::now_ms;
 use crate::metrics::WebhookMetrics;
-use crate::webhook_endpoints::object::WebhookEndpoint;
+use crate::resources::events::object::Event;
+use crate::resources::events::store::Publisher;
+use crate::resources::webhook_endpoints::object::WebhookEndpoint;
+use crate::state::clock::now_ms;
+use crate::state::clock::now_unix;
+use crate::stripe::ids::WebhookEndpointId;
+use fauxpay_faults::{DeliveryFacts, DeliveryFault, Forgery};
 
 /// How far back a `stale_timestamp` forgery dates its signature (past the libraries'
 /// 300-second tolerance).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::ids::{EventId, WebhookEndpointId};
+use crate::stripe::ids::{EventId, WebhookEndpointId};
 
 /// Delivery attempts kept in the log.
 pub const LOG_CAPACITY: usize = 16_384;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use fauxpay_faults as faults;
-use fauxpay_provider::params::Params;
-use fauxpay_provider::search::{Clause, Field, Op, Query};
+use fauxpay_provider::stripe::params::Params;
+use fauxpay_provider::stripe::search::{Clause, Field, Op, Query};
 use proptest::prelude::*;
 
 /// A parameter tree: objects keyed by plain names, string leaves.

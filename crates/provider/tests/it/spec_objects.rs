@@ -28,13 +28,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{Harness, KEY};
 use fauxpay_faults::{ms, secs, Fault, ForcedFault, When};
-use fauxpay_provider::api::endpoints;
-use fauxpay_provider::endpoint::Verb;
+use fauxpay_provider::resources::endpoint::Verb;
+use fauxpay_provider::resources::endpoints;
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
 use serde_json::{json, Map, Value};
 
-const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/stripe-openapi/spec3-subset.json");
+const SPEC: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../spec/stripe-openapi/spec3-subset.json"
+);
 
 /// Nullable fields Stripe leaves out of an object unless `expand[]` names them (so
 /// fauxpay's objects may too): a charge's `refunds`, since API version 2022-11-15; a

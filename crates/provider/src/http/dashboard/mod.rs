@@ -25,9 +25,9 @@ use maud::Markup;
 use sha2::{Digest, Sha256};
 
 use self::pages::{Live, Tab, UI};
-use fauxpay_faults as faults;
 use crate::app::Provider;
 use crate::dashboard::{self as view, clip, PaymentFilter, RequestFilter};
+use fauxpay_faults as faults;
 
 type AppState = Arc<Provider>;
 

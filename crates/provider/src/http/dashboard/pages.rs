@@ -10,8 +10,8 @@ use crate::dashboard::{
     self, clock, money, outcome_text, story, Overview, PaymentFilter, PaymentList, PaymentView, ProfileView,
     RequestFilter, OUTCOME_CLASSES,
 };
-use crate::fault_injection::{Outcome, RequestRecord};
-use crate::ledger::{LedgerRecord, MovementKind};
+use crate::journal::{Outcome, RequestRecord};
+use crate::state::ledger::{LedgerRecord, MovementKind};
 
 const STYLE: &str = include_str!("style.css");
 const SCRIPT: &str = include_str!("live.js");
@@ -267,7 +267,7 @@ fn ledger_table(records: &[std::sync::Arc<LedgerRecord>]) -> Markup {
                 @for r in records { tr {
                     td { (r.seq) }
                     td {
-                        span.mono { (match r.id() { crate::ledger::MovementId::Charge(c) => c.to_string(), crate::ledger::MovementId::Refund(re) => re.to_string() }) }
+                        span.mono { (match r.id() { crate::state::ledger::MovementId::Charge(c) => c.to_string(), crate::state::ledger::MovementId::Refund(re) => re.to_string() }) }
                         " " (match r.kind { MovementKind::Charge => "charge", MovementKind::Refund => "refund" })
                         @if r.duplicate { " " span.tag.bad { "duplicate" } }
                     }

@@ -1,0 +1,401 @@
+//! A charge: its state, what a new one is made of, and its Stripe JSON (written
+//! straight to bytes, and through `Serialize`; a test holds the two to the same bytes).
+
+use std::sync::Arc;
+
+use serde::ser::SerializeStruct;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::state::table::Keyed;
+use crate::stripe::cards::{Decline, TestCard};
+use crate::stripe::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId, Token};
+use crate::stripe::money::Currency;
+
+use crate::state::clock::now_unix;
+use crate::stripe::json::{write, Metadata, Null, Prefixed, BALANCE_TRANSACTION};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChargeStatus {
+    Succeeded,
+    Pending,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+pub struct Charge {
+    pub id: ChargeId,
+    pub amount: u64,
+    pub amount_captured: u64,
+    pub amount_refunded: u64,
+    /// Captured (money moved; `balance_transaction` is then derived from the id).
+    pub captured: bool,
+    pub created: i64,
+    pub currency: Currency,
+    /// The customer of the payment intent it was made for, if it has one.
+    pub customer: Option<CustomerId>,
+    pub description: Option<Box<str>>,
+    pub metadata: Metadata,
+    pub payment_intent: Option<PaymentIntentId>,
+    pub payment_method: Option<PaymentMethodId>,
+    pub refunded: bool,
+    pub status: ChargeStatus,
+    /// The card charged: `payment_method_details` is written from it.
+    pub card: &'static TestCard,
+    /// Why the issuer declined, if it did: `failure_code`, `failure_message`, `outcome`.
+    pub decline: Option<Box<Decline>>,
+    pub correlation_id: Option<CorrelationId>,
+}
+
+/// What a new charge is made of.
+pub struct NewCharge<'a> {
+    pub amount: u64,
+    pub currency: Currency,
+    pub card: &'static TestCard,
+    /// Why the issuer declines, if it does (the card's own decline, or a forced one).
+    pub decline: Option<Decline>,
+    pub capture: bool,
+    pub payment_intent: Option<PaymentIntentId>,
+    pub payment_method: Option<PaymentMethodId>,
+    pub description: Option<Box<str>>,
+    pub metadata: &'a Metadata,
+    pub correlation_id: Option<CorrelationId>,
+}
+
+impl Charge {
+    /// A charge for `new`: succeeded (captured or only authorised) or failed.
+    pub fn new(new: NewCharge<'_>) -> Self {
+        let ok = new.decline.is_none();
+        let captured = ok && new.capture;
+        Self {
+            id: ChargeId::generate(),
+            amount: new.amount,
+            amount_captured: if captured { new.amount } else { 0 },
+            amount_refunded: 0,
+            captured,
+            created: now_unix(),
+            currency: new.currency,
+            customer: None,
+            description: new.description,
+            metadata: new.metadata.clone(),
+            payment_intent: new.payment_intent,
+            payment_method: new.payment_method,
+            refunded: false,
+            status: if ok {
+                ChargeStatus::Succeeded
+            } else {
+                ChargeStatus::Failed
+            },
+            card: new.card,
+            decline: new.decline.map(Box::new),
+            correlation_id: new.correlation_id,
+        }
+    }
+
+    /// The random part of `balance_transaction` (`txn_…`), once money moved.
+    pub fn balance_transaction(&self) -> Option<Token> {
+        self.captured.then(|| self.id.token().derived(BALANCE_TRANSACTION))
+    }
+
+    /// What is left to refund.
+    pub fn refundable(&self) -> u64 {
+        self.amount_captured.saturating_sub(self.amount_refunded)
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// Appends this charge's JSON (the bytes `serde_json::to_vec` would give).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        use write::*;
+        let decline = self.decline.as_deref();
+        let card = self.card;
+        raw(out, "{\"id\":");
+        plain(out, &self.id.as_str());
+        raw(out, ",\"object\":\"charge\",\"amount\":");
+        int(out, self.amount);
+        raw(out, ",\"amount_captured\":");
+        int(out, self.amount_captured);
+        raw(out, ",\"amount_refunded\":");
+        int(out, self.amount_refunded);
+        raw(
+            out,
+            ",\"application\":null,\"application_fee\":null,\"application_fee_amount\":null,\"balance_transaction\":",
+        );
+        match &self.balance_transaction() {
+            Some(t) => {
+                raw(out, "\"txn_");
+                raw(out, &t.text());
+                out.push(b'"');
+            }
+            None => raw(out, "null"),
+        }
+        raw(
+            out,
+            ",\"billing_details\":{\"address\":{\"city\":null,\"country\":null,\"line1\":null,\"line2\":null,\"postal_code\":null,\"state\":null},\"email\":null,\"name\":null,\"phone\":null},\"calculated_statement_descriptor\":\"FAUXPAY\",\"captured\":",
+        );
+        bool(out, self.captured);
+        raw(out, ",\"created\":");
+        int(out, self.created);
+        raw(out, ",\"currency\":");
+        plain(out, self.currency.code());
+        raw(out, ",\"customer\":");
+        opt_plain(out, self.customer.map(|c| c.as_str()).as_deref());
+        raw(out, ",\"description\":");
+        opt_text(out, self.description.as_deref());
+        raw(
+            out,
+            ",\"disputed\":false,\"failure_balance_transaction\":null,\"failure_code\":",
+        );
+        opt_text(out, decline.map(|d| &*d.code));
+        raw(out, ",\"failure_message\":");
+        opt_text(out, decline.map(|d| &*d.message));
+        raw(
+            out,
+            ",\"fraud_details\":{},\"invoice\":null,\"livemode\":false,\"metadata\":",
+        );
+        metadata(out, &self.metadata);
+        raw(out, ",\"on_behalf_of\":null,\"outcome\":");
+        match decline {
+            None => raw(
+                out,
+                "{\"network_status\":\"approved_by_network\",\"reason\":null,\"risk_level\":\"normal\",\"risk_score\":20,\"seller_message\":\"Payment complete.\",\"type\":\"authorized\"}",
+            ),
+            Some(d) => {
+                raw(out, "{\"network_status\":\"declined_by_network\",\"reason\":");
+                text(out, &d.decline_code);
+                raw(
+                    out,
+                    ",\"risk_level\":\"normal\",\"risk_score\":20,\"seller_message\":\"The bank did not return any further details with this decline.\",\"type\":\"issuer_declined\"}",
+                );
+            }
+        }
+        raw(out, ",\"paid\":");
+        bool(out, decline.is_none());
+        raw(out, ",\"payment_intent\":");
+        opt_plain(out, self.payment_intent.map(|p| p.as_str()).as_deref());
+        raw(out, ",\"payment_method\":");
+        opt_plain(out, self.payment_method.map(|p| p.as_str()).as_deref());
+        raw(out, ",\"payment_method_details\":{\"card\":{\"brand\":");
+        plain(out, card.brand);
+        raw(
+            out,
+            ",\"checks\":{\"address_line1_check\":null,\"address_postal_code_check\":null,\"cvc_check\":\"pass\"},\"country\":\"US\",\"exp_month\":12,\"exp_year\":2034,\"fingerprint\":null,\"funding\":",
+        );
+        plain(out, card.funding);
+        raw(out, ",\"installments\":null,\"last4\":");
+        plain(out, card.last4());
+        raw(out, ",\"mandate\":null,\"network\":");
+        plain(out, card.brand);
+        raw(
+            out,
+            ",\"network_token\":{\"used\":false},\"three_d_secure\":null,\"wallet\":null},\"type\":\"card\"},\"receipt_email\":null,\"receipt_number\":null,\"receipt_url\":null,\"refunded\":",
+        );
+        bool(out, self.refunded);
+        raw(
+            out,
+            ",\"review\":null,\"shipping\":null,\"source_transfer\":null,\"statement_descriptor\":null,\"statement_descriptor_suffix\":null,\"status\":",
+        );
+        plain(
+            out,
+            match self.status {
+                ChargeStatus::Succeeded => "succeeded",
+                ChargeStatus::Pending => "pending",
+                ChargeStatus::Failed => "failed",
+            },
+        );
+        raw(out, ",\"transfer_data\":null,\"transfer_group\":null}");
+    }
+}
+
+#[derive(Serialize)]
+struct BillingDetails {
+    address: Address,
+    email: Null,
+    name: Null,
+    phone: Null,
+}
+
+#[derive(Serialize)]
+struct Address {
+    city: Null,
+    country: Null,
+    line1: Null,
+    line2: Null,
+    postal_code: Null,
+    state: Null,
+}
+
+#[derive(Serialize)]
+struct Empty {}
+
+#[derive(Serialize)]
+struct Outcome<'a> {
+    network_status: &'static str,
+    reason: Option<&'a str>,
+    risk_level: &'static str,
+    risk_score: u32,
+    seller_message: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct PaymentMethodDetails {
+    card: CardDetails,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct CardDetails {
+    brand: &'static str,
+    checks: Checks,
+    country: &'static str,
+    exp_month: u32,
+    exp_year: u32,
+    fingerprint: Null,
+    funding: &'static str,
+    installments: Null,
+    last4: &'static str,
+    mandate: Null,
+    network: &'static str,
+    network_token: NetworkToken,
+    three_d_secure: Null,
+    wallet: Null,
+}
+
+#[derive(Serialize)]
+struct NetworkToken {
+    used: bool,
+}
+
+#[derive(Serialize)]
+struct Checks {
+    address_line1_check: Null,
+    address_postal_code_check: Null,
+    cvc_check: &'static str,
+}
+
+impl Serialize for Charge {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let decline = self.decline.as_deref();
+        let card = self.card;
+        let mut o = s.serialize_struct("Charge", 42)?;
+        o.serialize_field("id", &self.id)?;
+        o.serialize_field("object", "charge")?;
+        o.serialize_field("amount", &self.amount)?;
+        o.serialize_field("amount_captured", &self.amount_captured)?;
+        o.serialize_field("amount_refunded", &self.amount_refunded)?;
+        o.serialize_field("application", &Null)?;
+        o.serialize_field("application_fee", &Null)?;
+        o.serialize_field("application_fee_amount", &Null)?;
+        o.serialize_field(
+            "balance_transaction",
+            &self.balance_transaction().as_ref().map(|t| Prefixed("txn_", t)),
+        )?;
+        o.serialize_field(
+            "billing_details",
+            &BillingDetails {
+                address: Address {
+                    city: Null,
+                    country: Null,
+                    line1: Null,
+                    line2: Null,
+                    postal_code: Null,
+                    state: Null,
+                },
+                email: Null,
+                name: Null,
+                phone: Null,
+            },
+        )?;
+        o.serialize_field("calculated_statement_descriptor", "FAUXPAY")?;
+        o.serialize_field("captured", &self.captured)?;
+        o.serialize_field("created", &self.created)?;
+        o.serialize_field("currency", &self.currency)?;
+        o.serialize_field("customer", &self.customer)?;
+        o.serialize_field("description", &self.description)?;
+        o.serialize_field("disputed", &false)?;
+        o.serialize_field("failure_balance_transaction", &Null)?;
+        o.serialize_field("failure_code", &decline.map(|d| &*d.code))?;
+        o.serialize_field("failure_message", &decline.map(|d| &*d.message))?;
+        o.serialize_field("fraud_details", &Empty {})?;
+        o.serialize_field("invoice", &Null)?;
+        o.serialize_field("livemode", &false)?;
+        o.serialize_field("metadata", &self.metadata)?;
+        o.serialize_field("on_behalf_of", &Null)?;
+        o.serialize_field(
+            "outcome",
+            &match decline {
+                None => Outcome {
+                    network_status: "approved_by_network",
+                    reason: None,
+                    risk_level: "normal",
+                    risk_score: 20,
+                    seller_message: "Payment complete.",
+                    kind: "authorized",
+                },
+                Some(d) => Outcome {
+                    network_status: "declined_by_network",
+                    reason: Some(&d.decline_code),
+                    risk_level: "normal",
+                    risk_score: 20,
+                    seller_message: "The bank did not return any further details with this decline.",
+                    kind: "issuer_declined",
+                },
+            },
+        )?;
+        o.serialize_field("paid", &decline.is_none())?;
+        o.serialize_field("payment_intent", &self.payment_intent)?;
+        o.serialize_field("payment_method", &self.payment_method)?;
+        o.serialize_field(
+            "payment_method_details",
+            &PaymentMethodDetails {
+                card: CardDetails {
+                    brand: card.brand,
+                    checks: Checks {
+                        address_line1_check: Null,
+                        address_postal_code_check: Null,
+                        cvc_check: "pass",
+                    },
+                    country: "US",
+                    exp_month: 12,
+                    exp_year: 2034,
+                    fingerprint: Null,
+                    funding: card.funding,
+                    installments: Null,
+                    last4: card.last4(),
+                    mandate: Null,
+                    network: card.brand,
+                    network_token: NetworkToken { used: false },
+                    three_d_secure: Null,
+                    wallet: Null,
+                },
+                kind: "card",
+            },
+        )?;
+        o.serialize_field("receipt_email", &Null)?;
+        o.serialize_field("receipt_number", &Null)?;
+        o.serialize_field("receipt_url", &Null)?;
+        o.serialize_field("refunded", &self.refunded)?;
+        o.serialize_field("review", &Null)?;
+        o.serialize_field("shipping", &Null)?;
+        o.serialize_field("source_transfer", &Null)?;
+        o.serialize_field("statement_descriptor", &Null)?;
+        o.serialize_field("statement_descriptor_suffix", &Null)?;
+        o.serialize_field("status", &self.status)?;
+        o.serialize_field("transfer_data", &Null)?;
+        o.serialize_field("transfer_group", &Null)?;
+        o.end()
+    }
+}
+
+impl Keyed for Arc<Charge> {
+    type Key = ChargeId;
+    fn key(&self) -> ChargeId {
+        self.id
+    }
+}

@@ -1,0 +1,358 @@
+//! An event: what changed (its [`EventType`]), the object as it was at that moment (a
+//! shared snapshot: the same `Arc` the table held then, so an event costs a pointer, not
+//! a copy), the object before an update (its changed top-level fields become
+//! `data.previous_attributes`, computed when the event is written), the request that
+//! caused it, and how many webhook endpoints have yet to acknowledge it.
+//!
+//! The JSON is Stripe's `event` object (API version 2023-08-16), written on demand.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::stripe::ids::{EventId, RequestId};
+
+use crate::idempotency::key::IdempotencyKey;
+use crate::reply::Reply;
+use crate::state::table::Keyed;
+use crate::stripe::json::write;
+
+/// The API version events are rendered in (the spec's).
+pub const API_VERSION: &str = "2023-08-16";
+
+macro_rules! event_types {
+    ($($variant:ident = $name:literal),* $(,)?) => {
+        /// The kinds of events fauxpay emits (Stripe's names).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EventType {
+            $($variant),*
+        }
+
+        impl EventType {
+            /// Every kind, in declaration order.
+            pub const ALL: &'static [EventType] = &[$(EventType::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(EventType::$variant => $name),*
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($name => Some(EventType::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+event_types! {
+    PaymentIntentCreated = "payment_intent.created",
+    PaymentIntentRequiresAction = "payment_intent.requires_action",
+    PaymentIntentSucceeded = "payment_intent.succeeded",
+    PaymentIntentPaymentFailed = "payment_intent.payment_failed",
+    PaymentIntentCanceled = "payment_intent.canceled",
+    PaymentIntentAmountCapturableUpdated = "payment_intent.amount_capturable_updated",
+    ChargeSucceeded = "charge.succeeded",
+    ChargeFailed = "charge.failed",
+    ChargeCaptured = "charge.captured",
+    ChargeRefunded = "charge.refunded",
+    ChargeUpdated = "charge.updated",
+    ChargeRefundUpdated = "charge.refund.updated",
+    CustomerCreated = "customer.created",
+    CustomerUpdated = "customer.updated",
+    CustomerDeleted = "customer.deleted",
+    PaymentMethodAttached = "payment_method.attached",
+    PaymentMethodDetached = "payment_method.detached",
+    SetupIntentCreated = "setup_intent.created",
+    SetupIntentSucceeded = "setup_intent.succeeded",
+    SetupIntentSetupFailed = "setup_intent.setup_failed",
+    SetupIntentRequiresAction = "setup_intent.requires_action",
+    SetupIntentCanceled = "setup_intent.canceled",
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an event type name matches a pattern: `*`, an exact name, or a prefix
+/// ending in `.*` (`payment_intent.*`).
+pub fn type_matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some("") => true,
+        Some(prefix) if prefix.ends_with('.') => name.starts_with(prefix),
+        _ => pattern == name,
+    }
+}
+
+/// One event.
+#[derive(Debug)]
+pub struct Event {
+    pub id: EventId,
+    pub kind: EventType,
+    /// Unix seconds.
+    pub created: i64,
+    /// The object as it was when the event happened.
+    pub object: Reply,
+    /// The object just before, on an update: its changed fields are `previous_attributes`.
+    pub previous: Option<Reply>,
+    pub request_id: Option<RequestId>,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Webhook endpoints that have not acknowledged it yet.
+    pending: AtomicU32,
+    /// A delivery ran out of retries.
+    failed: AtomicBool,
+}
+
+impl Event {
+    pub fn new(
+        kind: EventType,
+        object: Reply,
+        previous: Option<Reply>,
+        request_id: Option<RequestId>,
+        idempotency_key: Option<IdempotencyKey>,
+        created: i64,
+        pending: u32,
+    ) -> Self {
+        Self {
+            id: EventId::generate(),
+            kind,
+            created,
+            object,
+            previous,
+            request_id,
+            idempotency_key,
+            pending: AtomicU32::new(pending),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// `pending_webhooks`.
+    pub fn pending_webhooks(&self) -> u32 {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// One endpoint acknowledged it (a resend's success of an already acknowledged
+    /// event changes nothing).
+    pub fn acknowledged(&self) {
+        let _ = self
+            .pending
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// One endpoint's delivery is to be attempted again (a resend of an acknowledged event).
+    pub fn pending_again(&self) {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One endpoint's delivery ran out of retries.
+    pub fn mark_failed(&self) {
+        self.failed.store(true, Ordering::Relaxed);
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Stripe's `delivery_success`: every webhook acknowledged it.
+    pub fn delivered(&self) -> bool {
+        self.pending_webhooks() == 0
+    }
+
+    /// `data.previous_attributes`: the fields an update changed, with their values before
+    /// it ([`changed`]).
+    pub fn previous_attributes(&self) -> Option<Map<String, Value>> {
+        let before = self.previous.as_ref()?.json();
+        let after = self.object.json();
+        let (Value::Object(before), Value::Object(after)) = (before, after) else {
+            return None;
+        };
+        Some(changed(before, &after))
+    }
+
+    /// The event's Stripe JSON, written to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        write::raw(out, "{\"id\":");
+        write::plain(out, &self.id.as_str());
+        write::raw(out, ",\"object\":\"event\",\"api_version\":");
+        write::plain(out, API_VERSION);
+        write::raw(out, ",\"created\":");
+        write::int(out, self.created);
+        write::raw(out, ",\"data\":{\"object\":");
+        self.object.write_json(out);
+        if let Some(previous) = self.previous_attributes() {
+            write::raw(out, ",\"previous_attributes\":");
+            let _ = serde_json::to_writer(&mut *out, &previous);
+        }
+        write::raw(out, "},\"livemode\":false,\"pending_webhooks\":");
+        write::int(out, self.pending_webhooks());
+        write::raw(out, ",\"request\":{\"id\":");
+        write::opt_plain(out, self.request_id.as_ref().map(|r| r.as_str()).as_deref());
+        write::raw(out, ",\"idempotency_key\":");
+        write::opt_text(out, self.idempotency_key.as_ref().map(|k| k.as_str()));
+        write::raw(out, "},\"type\":");
+        write::plain(out, self.kind.as_str());
+        out.push(b'}');
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2048);
+        self.write_json(&mut out);
+        out
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::from_slice(&self.to_bytes()).unwrap_or(Value::Null)
+    }
+}
+
+impl Keyed for Arc<Event> {
+    type Key = EventId;
+    fn key(&self) -> EventId {
+        self.id
+    }
+}
+
+/// What changed from `before` to `after`, as Stripe's `previous_attributes` shows it:
+/// each changed field with its value before; inside a hash (`metadata`,
+/// `billing_details`) only the keys that changed, a key the update added as `null`
+/// (`{"metadata": {"shipped": null}}`); a list whole.
+fn changed(before: Map<String, Value>, after: &Map<String, Value>) -> Map<String, Value> {
+    let added: Vec<String> = after.keys().filter(|k| !before.contains_key(*k)).cloned().collect();
+    let mut out = Map::new();
+    for (k, was) in before {
+        match (was, after.get(&k)) {
+            (was, Some(now)) if was == *now => {}
+            (Value::Object(was), Some(Value::Object(now))) => {
+                out.insert(k, Value::Object(changed(was, now)));
+            }
+            (was, _) => {
+                out.insert(k, was);
+            }
+        }
+    }
+    out.extend(added.into_iter().map(|k| (k, Value::Null)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::customers::object::{Customer, CustomerText};
+    use crate::stripe::ids::CustomerId;
+    use crate::stripe::json::Metadata;
+
+    fn customer(name: Option<&str>) -> Arc<Customer> {
+        static ID: std::sync::OnceLock<CustomerId> = std::sync::OnceLock::new();
+        Arc::new(Customer {
+            id: *ID.get_or_init(CustomerId::generate),
+            created: 1_700_000_000,
+            text: CustomerText {
+                name: name.map(Box::from),
+                ..CustomerText::default()
+            },
+            metadata: Metadata::new(),
+            default_payment_method: None,
+            deleted: false,
+        })
+    }
+
+    #[test]
+    fn names_round_trip_and_patterns_match() {
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(*t));
+        }
+        assert!(type_matches("*", "charge.succeeded"));
+        assert!(type_matches("charge.*", "charge.refund.updated"));
+        assert!(type_matches("charge.succeeded", "charge.succeeded"));
+        assert!(!type_matches("charge.succeeded", "charge.failed"));
+        assert!(!type_matches("charge*", "charge.failed"), "a prefix ends with '.*'");
+        assert!(!type_matches("payment_intent.*", "charge.succeeded"));
+    }
+
+    #[test]
+    fn previous_attributes_name_the_changed_keys_inside_a_hash() {
+        let obj = |v: serde_json::Value| match v {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let before = obj(serde_json::json!({
+            "description": "a", "amount": 5, "tags": [1, 2],
+            "metadata": {"order_id": "o-1", "gone": "x", "same": "s"},
+            "billing_details": {"address": {"city": "Paris", "line1": "1"}},
+        }));
+        let after = obj(serde_json::json!({
+            "description": "b", "amount": 5, "tags": [1, 3],
+            "metadata": {"order_id": "o-1", "shipped": "no", "same": "s"},
+            "billing_details": {"address": {"city": "Lyon", "line1": "1"}},
+        }));
+        assert_eq!(
+            serde_json::Value::Object(changed(before, &after)),
+            serde_json::json!({
+                "description": "a",
+                "tags": [1, 2],
+                "metadata": {"gone": "x", "shipped": null},
+                "billing_details": {"address": {"city": "Paris"}},
+            })
+        );
+    }
+
+    #[test]
+    fn json_has_stripes_shape_and_previous_attributes_name_only_changes() {
+        let req = RequestId::generate();
+        let e = Event::new(
+            EventType::CustomerUpdated,
+            Reply::Customer(customer(Some("new"))),
+            Some(Reply::Customer(customer(Some("old")))),
+            Some(req),
+            Some(IdempotencyKey::parse("k1").unwrap()),
+            1_700_000_001,
+            2,
+        );
+        let v = e.to_json();
+        assert_eq!(v["object"], "event");
+        assert_eq!(v["type"], "customer.updated");
+        assert_eq!(v["api_version"], API_VERSION);
+        assert_eq!(v["livemode"], false);
+        assert_eq!(v["pending_webhooks"], 2);
+        assert_eq!(v["request"]["id"], req.to_string());
+        assert_eq!(v["request"]["idempotency_key"], "k1");
+        assert_eq!(v["data"]["object"]["name"], "new");
+        assert_eq!(v["data"]["previous_attributes"], serde_json::json!({"name": "old"}));
+        e.acknowledged();
+        e.acknowledged();
+        e.acknowledged();
+        assert_eq!(e.pending_webhooks(), 0, "never below zero");
+        assert!(e.delivered());
+        let created = Event::new(
+            EventType::CustomerCreated,
+            Reply::Customer(customer(None)),
+            None,
+            None,
+            None,
+            1,
+            0,
+        )
+        .to_json();
+        assert!(created["data"].get("previous_attributes").is_none());
+        assert_eq!(
+            created["request"],
+            serde_json::json!({"id": null, "idempotency_key": null})
+        );
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// An event is a small fixed record: its object is a shared pointer, never a copy.
+    #[test]
+    fn an_event_is_compact() {
+        let n = std::mem::size_of::<super::Event>();
+        assert!(n <= 112, "Event is {n} bytes");
+    }
+}

@@ -1,0 +1,63 @@
+//! The Stripe resources fauxpay serves under `/v1`, one folder each: its object and
+//! Stripe JSON (`object`), its rules (`rules`: what each operation does to the state),
+//! and its endpoints as data (`routes`). `three_ds` is 3-D Secure (when a card asks for
+//! it, `next_action`, the challenge page, the authenticate endpoints); `endpoint` is what
+//! an endpoint declares. This file holds the one table of every resource's endpoints:
+//! adding a resource is one line in [`RESOURCES`]; the edge builds its router from
+//! [`endpoints`], and the spec checks and the docs' parameter table read it too.
+
+pub mod charges;
+pub mod customers;
+pub mod endpoint;
+pub mod events;
+pub mod payment_intents;
+pub mod payment_methods;
+pub mod refunds;
+pub mod setup_intents;
+pub mod three_ds;
+pub mod webhook_endpoints;
+
+use endpoint::Endpoint;
+
+/// The Stripe resources served under `/v1`: each declares its endpoints.
+pub const RESOURCES: &[&[Endpoint]] = &[
+    payment_intents::routes::ENDPOINTS,
+    charges::routes::ENDPOINTS,
+    refunds::routes::ENDPOINTS,
+    customers::routes::ENDPOINTS,
+    payment_methods::routes::ENDPOINTS,
+    setup_intents::routes::ENDPOINTS,
+    events::routes::ENDPOINTS,
+    webhook_endpoints::routes::ENDPOINTS,
+];
+
+/// Every `/v1` endpoint, in declaration order.
+pub fn endpoints() -> impl Iterator<Item = &'static Endpoint> {
+    RESOURCES.iter().flat_map(|r| r.iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_endpoint_has_a_distinct_verb_and_path() {
+        let mut seen = std::collections::HashSet::new();
+        for e in endpoints() {
+            assert!(e.path.starts_with("/v1/"), "{e:?}");
+            assert!(seen.insert((e.verb, e.path)), "declared twice: {e:?}");
+        }
+        assert!(seen.len() >= 28, "{}", seen.len());
+    }
+
+    #[test]
+    fn every_endpoint_has_a_schema_in_stripes_spec() {
+        let spec = crate::stripe::spec::schema::spec();
+        for e in endpoints() {
+            assert!(
+                spec.operation(e.verb, e.path).is_some(),
+                "{e:?} is not in Stripe's spec"
+            );
+        }
+    }
+}

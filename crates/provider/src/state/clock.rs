@@ -1,0 +1,81 @@
+//! The provider's monotonic time, read through [`Clock`] so that a test (or an embedder)
+//! can move it forward: idempotency keys are claimed, stored and expired by it; and the
+//! wall clock objects are stamped with ([`now_ms`], in seconds [`now_unix`]), the one
+//! wall clock of the provider, which an operation can stop
+//! ([`frozen`]) so that running it again writes the same times.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The system's monotonic clock, plus an offset that only grows.
+#[derive(Debug, Default)]
+pub struct Clock {
+    offset_ns: AtomicU64,
+}
+
+impl Clock {
+    /// Now, as the provider sees it.
+    pub fn now(&self) -> Instant {
+        Instant::now() + Duration::from_nanos(self.offset_ns.load(Ordering::Relaxed))
+    }
+
+    /// Moves the provider's time forward by `by` (e.g. past a key's TTL).
+    pub fn advance(&self, by: Duration) {
+        let ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .offset_ns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| Some(o.saturating_add(ns)));
+    }
+}
+
+thread_local! {
+    /// A wall-clock time this thread's operation sees instead of the system's ([`frozen`]).
+    static FROZEN_MS: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Milliseconds since the Unix epoch: the system's wall clock, or the time the current
+/// operation runs at when [`frozen`].
+pub fn now_ms() -> u64 {
+    FROZEN_MS.get().unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    })
+}
+
+/// The wall clock in whole seconds: Stripe's `created` timestamps.
+pub fn now_unix() -> i64 {
+    (now_ms() / 1000) as i64
+}
+
+/// Runs `f` with the wall clock stopped at `ms` on this thread: every timestamp an
+/// operation writes (`created`, the ledger's `created_ms`) is the same one, and running
+/// it again at the same `ms` (recovery from the data dir) writes the same timestamps.
+pub fn frozen<R>(ms: u64, f: impl FnOnce() -> R) -> R {
+    let before = FROZEN_MS.replace(Some(ms));
+    let result = f();
+    FROZEN_MS.set(before);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frozen_operation_sees_one_wall_clock_time() {
+        let seen = frozen(1_700_000_000_123, || (now_ms(), now_unix()));
+        assert_eq!(seen, (1_700_000_000_123, 1_700_000_000));
+        assert!(now_ms() > 1_700_000_000_123);
+    }
+
+    #[test]
+    fn advancing_moves_now_forward() {
+        let clock = Clock::default();
+        let before = clock.now();
+        clock.advance(Duration::from_secs(3600));
+        assert!(clock.now() >= before + Duration::from_secs(3600));
+    }
+}

@@ -1,0 +1,10 @@
+//! The provider's state in memory: the store of every object (`payments`: intents,
+//! charges, refunds, customers, payment methods, setup intents, webhook endpoints, and
+//! the duplicate policy), the ledger of money movements (`ledger`), the sharded tables
+//! they are kept in (`table`, `shard`), and the one clock everything reads (`clock`).
+
+pub mod clock;
+pub mod ledger;
+pub mod payments;
+pub mod shard;
+pub mod table;

@@ -1,0 +1,145 @@
+//! The objects' JSON, checked against Stripe's shape and against each other.
+
+use crate::resources::charges::object::{Charge, NewCharge};
+use crate::resources::payment_intents::object::*;
+use crate::state::clock::now_unix;
+use crate::stripe::cards::TestCard;
+use crate::stripe::ids::{ChargeId, CustomerId, PaymentIntentId, PaymentMethodId};
+use crate::stripe::json::*;
+use crate::stripe::money::Currency;
+use serde_json::Value;
+
+#[test]
+fn metadata_keeps_sorted_entries_in_one_allocation() {
+    let m = Metadata::from_sorted(&[("a", "1"), ("order_id", "o-42")]);
+    assert_eq!(m.get("order_id"), Some("o-42"));
+    assert_eq!(m.get("b"), None);
+    assert_eq!(m.len(), 2);
+    assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"a":"1","order_id":"o-42"}"#);
+    assert!(Metadata::from_sorted::<&str, &str>(&[]).is_empty());
+    assert_eq!(serde_json::to_string(&Metadata::new()).unwrap(), "{}");
+}
+
+#[test]
+fn objects_serialise_stripe_fields_with_id_first() {
+    let card = TestCard::resolve("pm_card_visa").unwrap();
+    let charge = Charge::new(NewCharge {
+        amount: 2000,
+        currency: Currency::parse("usd").unwrap(),
+        card,
+        decline: None,
+        capture: true,
+        payment_intent: None,
+        payment_method: Some(PaymentMethodId::generate()),
+        description: None,
+        metadata: &Metadata::from_sorted(&[("order_id", "o-1")]),
+        correlation_id: None,
+    });
+    let text = serde_json::to_string(&charge).unwrap();
+    assert!(text.starts_with(&format!(r#"{{"id":"{}","object":"charge""#, charge.id)));
+    let v = charge.to_json();
+    assert_eq!(v["payment_method_details"]["card"]["last4"], "4242");
+    assert_eq!(v["outcome"]["type"], "authorized");
+    assert_eq!(v["paid"], true);
+    assert!(v["balance_transaction"].as_str().unwrap().starts_with("txn_"));
+    assert_eq!(v["billing_details"]["address"]["city"], Value::Null);
+    assert_eq!(v["invoice"], Value::Null);
+    assert_eq!(v["payment_method_details"]["card"]["network_token"]["used"], false);
+    assert_eq!(v.as_object().unwrap().len(), 42);
+}
+
+#[test]
+fn written_json_is_exactly_the_serialised_json() {
+    let visa = TestCard::resolve("pm_card_visa").unwrap();
+    let declined = TestCard::resolve("pm_card_chargeDeclinedInsufficientFunds").unwrap();
+    let metadata = Metadata::from_sorted(&[("note", "a \"quoted\" \\ line\n"), ("order_id", "o-1")]);
+    for (card, capture, description) in [
+        (visa, true, None),
+        (visa, false, Some("tea & \"cake\" \u{1F600}")),
+        (declined, true, None),
+    ] {
+        let mut charge = Charge::new(NewCharge {
+            amount: 2000,
+            currency: Currency::parse("eur").unwrap(),
+            card,
+            decline: card.decline.clone(),
+            capture,
+            payment_intent: Some(PaymentIntentId::generate()),
+            payment_method: Some(PaymentMethodId::generate()),
+            description: description.map(Box::from),
+            metadata: &metadata,
+            correlation_id: None,
+        });
+        let mut out = Vec::new();
+        charge.write_json(&mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
+        charge.refunded = true;
+        charge.payment_intent = None;
+        charge.customer = Some(CustomerId::generate());
+        let mut out = Vec::new();
+        charge.write_json(&mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
+    }
+    let mut pi = PaymentIntent {
+        id: PaymentIntentId::generate(),
+        amount: 5000,
+        amount_capturable: 5000,
+        amount_received: 0,
+        automatic_payment_methods: None,
+        canceled_at: None,
+        cancellation_reason: None,
+        capture_method: CaptureMethod::Manual,
+        created: now_unix(),
+        currency: Currency::parse("usd").unwrap(),
+        text: None,
+        last_payment_error: None,
+        latest_charge: None,
+        metadata: Metadata::new(),
+        payment_method: None,
+        setup_future_usage: None,
+        status: IntentStatus::RequiresCapture,
+        next_action: None,
+        card: Some(visa),
+        correlation_id: None,
+    };
+    let check = |pi: &PaymentIntent| {
+        let mut out = Vec::new();
+        pi.write_json(&mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(pi).unwrap());
+    };
+    check(&pi);
+    pi.automatic_payment_methods = Some(false);
+    pi.canceled_at = Some(1_700_000_000);
+    pi.cancellation_reason = Some(CancellationReason::Abandoned);
+    pi.latest_charge = Some(ChargeId::generate());
+    pi.payment_method = Some(PaymentMethodId::generate());
+    pi.metadata = metadata.clone();
+    pi.text = IntentText {
+        customer: Some("cus_1".into()),
+        description: Some("line\tbreak \"q\"".into()),
+        receipt_email: Some("a@b.c".into()),
+        statement_descriptor: Some("ACME".into()),
+        statement_descriptor_suffix: Some("X".into()),
+        transfer_group: Some("g".into()),
+    }
+    .boxed();
+    pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(
+        declined.decline.as_ref().unwrap(),
+        ChargeId::generate(),
+    )));
+    pi.status = IntentStatus::Canceled;
+    check(&pi);
+    pi.automatic_payment_methods = Some(true);
+    check(&pi);
+    pi.last_payment_error = Some(Box::new(LastPaymentError::authentication_failure()));
+    pi.status = IntentStatus::RequiresAction;
+    pi.setup_future_usage = Some(crate::resources::setup_intents::object::Usage::OffSession);
+    for return_url in [None, Some("https://shop.example/back?\"x\"")] {
+        pi.next_action = Some(Box::new(crate::resources::three_ds::action::NextAction::new(
+            Some("http://127.0.0.1:1"),
+            &pi.id.as_str(),
+            return_url,
+        )));
+        check(&pi);
+    }
+}
