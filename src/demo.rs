@@ -130,7 +130,7 @@ impl DemoOutcome {
                 _ => "no double charge seen: raise --payments",
             };
             // "-": the provider delivered no webhook, so fulfilment was not checked.
-            let fulfilments = if r.report.fulfillment_checked() {
+            let fulfillments = if r.report.fulfillment_checked() {
                 a.double_fulfillments.count.to_string()
             } else {
                 "-".to_string()
@@ -141,7 +141,7 @@ impl DemoOutcome {
                 r.strategy.as_str(),
                 r.report.payments,
                 a.double_charges.count,
-                fulfilments,
+                fulfillments,
                 a.lost.count,
                 a.phantom.count,
                 a.unresolved.count,

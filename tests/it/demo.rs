@@ -56,12 +56,12 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
         );
         // Every merchant is probed; once the provider delivers webhooks to them, a double
         // charge is a double fulfilment for naive and lock-only, and idempotent ships once.
-        let fulfilment = &report["fulfillment"];
+        let fulfillment = &report["fulfillment"];
         assert_eq!(
-            fulfilment["probe"], "GET /orders/{{order_id}} → /fulfillments",
+            fulfillment["probe"], "GET /orders/{{order_id}} → /fulfillments",
             "{merchant}"
         );
-        if fulfilment["checked"] == true {
+        if fulfillment["checked"] == true {
             let shipped_twice = report["anomalies"]["double_fulfillments"]["count"].as_u64().unwrap();
             assert_eq!(
                 shipped_twice == 0,

@@ -326,11 +326,6 @@ impl WebhookRule {
         })
     }
 
-    /// `copies` sends, `gap` apart.
-    pub fn duplicate_spaced(copies: u32, gap: Duration) -> Self {
-        Self::new(DeliveryFault::Duplicate { copies, gap })
-    }
-
     pub fn delay(latency: impl Into<Latency>) -> Self {
         Self::new(DeliveryFault::Delay {
             latency: latency.into(),

@@ -462,7 +462,7 @@ mod tests {
     }
 
     #[test]
-    fn double_and_missed_fulfilments_are_found() {
+    fn double_and_missed_fulfillments_are_found() {
         let payments = vec![
             payment("twice", Outcome::Ok),
             payment("once", Outcome::Ok),
@@ -515,7 +515,7 @@ mod tests {
     }
 
     #[test]
-    fn fulfilment_is_checked_only_when_webhooks_were_delivered() {
+    fn fulfillment_is_checked_only_when_webhooks_were_delivered() {
         let s = |delivered, queued| {
             Ok(DrainStatus {
                 drained: queued == 0,

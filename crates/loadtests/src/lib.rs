@@ -24,6 +24,7 @@ pub mod ledger;
 pub mod merge;
 pub mod mix;
 pub mod open;
+pub mod output;
 pub mod progress;
 pub mod reconcile;
 pub mod report;

@@ -23,7 +23,7 @@ pub fn merge(args: MergeArgs) -> Result<Report, LoadError> {
     compatible(&reports)?;
     let reports: Vec<Report> = reports.into_iter().map(|(_, r)| r).collect();
     let merged = Report::merge(&reports).map_err(LoadError::Merge)?;
-    merged.write_all(&args.out)?;
+    crate::output::write_all(&merged, &args.out)?;
     print!("{}", merged.summary());
     println!(
         "  reports     {}/ (report.html, report.json, report.md, junit.xml), merged from {}",
@@ -257,7 +257,7 @@ mod tests {
             std::fs::create_dir_all(d.join(name)).unwrap();
         }
         for (name, id) in [("load-1", "l1"), ("load-0", "l0"), ("merged", "m")] {
-            report(id, "stripe", 0).write_all(&d.join(name)).unwrap();
+            crate::output::write_all(&report(id, "stripe", 0), &d.join(name)).unwrap();
         }
         std::fs::write(d.join("report.json"), "not one level down").unwrap();
         let found = find(std::slice::from_ref(&d), &d.join("merged")).unwrap();

@@ -251,8 +251,8 @@ impl Report {
             .filter_map(|kind| {
                 let max = t.max(kind)?;
                 let a = self.anomalies.get(kind);
-                let fulfilment = matches!(kind, AnomalyKind::DoubleFulfillment | AnomalyKind::MissedFulfillment);
-                if fulfilment && !self.fulfillment_checked() {
+                let fulfillment = matches!(kind, AnomalyKind::DoubleFulfillment | AnomalyKind::MissedFulfillment);
+                if fulfillment && !self.fulfillment_checked() {
                     // Gated explicitly, but nothing could be judged: that is no pass.
                     return Some(Gate {
                         name: GateName::Anomaly(kind),
@@ -376,24 +376,6 @@ impl Report {
             });
         }
         Ok(r)
-    }
-
-    /// Writes `report.json`, `report.md`, `junit.xml` and `report.html` into `dir`.
-    pub fn write_all(&self, dir: &Path) -> Result<(), LoadError> {
-        std::fs::create_dir_all(dir).map_err(|e| LoadError::io(dir, e))?;
-        let write = |name: &str, text: String| {
-            let path = dir.join(name);
-            std::fs::write(&path, text).map_err(|e| LoadError::io(&path, e))
-        };
-        // Written aside and renamed, so a merge waiting for it never reads half a report.
-        let tmp = dir.join(".report.json.tmp");
-        std::fs::write(&tmp, serde_json::to_string_pretty(self).unwrap_or_default())
-            .map_err(|e| LoadError::io(&tmp, e))?;
-        let json = dir.join("report.json");
-        std::fs::rename(&tmp, &json).map_err(|e| LoadError::io(&json, e))?;
-        write("report.md", self.markdown())?;
-        write("junit.xml", self.junit())?;
-        write("report.html", crate::report_html::render(self))
     }
 
     fn title(&self) -> String {

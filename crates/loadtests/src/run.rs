@@ -197,7 +197,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     let fulfillment = match (&state.setup.template.fulfillment, deliveries_before) {
         (Some(probe), Some(before)) => Some(
             check_fulfillment(
-                Fulfil {
+                Fulfill {
                     http: &http,
                     target: &target,
                     provider: &provider,
@@ -255,7 +255,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         None => report,
     };
     report.timeline = timeline;
-    report.write_all(&args.out)?;
+    crate::output::write_all(&report, &args.out)?;
     if args.print_summary {
         print!("{}", report.summary());
         println!(
@@ -267,7 +267,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
 }
 
 /// Where and how to check fulfilment.
-struct Fulfil<'a> {
+struct Fulfill<'a> {
     http: &'a reqwest::Client,
     target: &'a str,
     provider: &'a str,
@@ -282,7 +282,7 @@ struct Fulfil<'a> {
 /// Drains the provider's deliveries, probes every order and adds the fulfilment
 /// anomalies to `anomalies`.
 async fn check_fulfillment(
-    f: Fulfil<'_>,
+    f: Fulfill<'_>,
     payments: &[PaymentRecord],
     ledger: &LedgerView,
     requests: &std::collections::HashMap<String, Vec<crate::ledger::ProviderRequest>>,

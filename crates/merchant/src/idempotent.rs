@@ -35,7 +35,7 @@ use super::order::{Order, OrderId, OrderStatus, Transition};
 use super::reconciler::{examine, Finding, Reconciler, Resolution};
 use super::store::{Store, StoreError};
 use super::strategy::{CheckoutService, Health, Strategy};
-use super::webhook::{EventRecord, Fulfilment, PaymentSucceeded};
+use super::webhook::{EventRecord, Fulfillment, PaymentSucceeded};
 
 /// The idempotent merchant's tunables.
 #[derive(Debug, Clone)]
@@ -321,9 +321,9 @@ impl Idempotent {
 }
 
 impl Idempotent {
-    async fn fulfil_order(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
+    async fn fulfill_order(&self, event: &PaymentSucceeded) -> Result<Fulfillment, StoreError> {
         let Some(mut order) = self.store.order(&event.order_id).await? else {
-            return Ok(Fulfilment::UnknownOrder);
+            return Ok(Fulfillment::UnknownOrder);
         };
         let now = self.now_ms();
         let record = EventRecord {
@@ -338,18 +338,18 @@ impl Idempotent {
             if order.fulfillments > 0 {
                 let fulfillments = order.fulfillments;
                 return Ok(if first_delivery {
-                    Fulfilment::AlreadyFulfilled { fulfillments }
+                    Fulfillment::AlreadyFulfilled { fulfillments }
                 } else {
-                    Fulfilment::DuplicateEvent { fulfillments }
+                    Fulfillment::DuplicateEvent { fulfillments }
                 });
             }
-            let fulfil = Transition::Fulfil {
+            let fulfill = Transition::Fulfill {
                 payment_intent: event.payment_intent.clone(),
             };
-            match advance(&*self.store, &order, fulfil, self.now_ms()).await? {
+            match advance(&*self.store, &order, fulfill, self.now_ms()).await? {
                 Advance::Applied(o) => {
                     tracing::debug!(order_id = %o.id, event = %event.event_id, "order fulfilled");
-                    return Ok(Fulfilment::Fulfilled {
+                    return Ok(Fulfillment::Fulfilled {
                         fulfillments: o.fulfillments,
                     });
                 }
@@ -433,8 +433,8 @@ impl CheckoutService for Idempotent {
         self.store.order(id).await
     }
 
-    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
-        self.fulfil_order(event).await
+    async fn fulfill(&self, event: &PaymentSucceeded) -> Result<Fulfillment, StoreError> {
+        self.fulfill_order(event).await
     }
 
     async fn health(&self) -> Health {

@@ -20,7 +20,7 @@ use super::order::{Order, OrderId};
 use super::order_book::OrderBook;
 use super::store::StoreError;
 use super::strategy::{CheckoutService, Health, Strategy};
-use super::webhook::{Fulfilment, PaymentSucceeded};
+use super::webhook::{Fulfillment, PaymentSucceeded};
 
 pub struct Naive {
     gateway: Arc<dyn Gateway>,
@@ -102,10 +102,10 @@ impl CheckoutService for Naive {
 
     /// Ships on every delivery: a redelivered event, or the second charge of a double
     /// charge, ships the order again.
-    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError> {
-        Ok(match self.book.fulfil(&event.order_id, self.clock.now_ms()) {
-            Some(fulfillments) => Fulfilment::Fulfilled { fulfillments },
-            None => Fulfilment::UnknownOrder,
+    async fn fulfill(&self, event: &PaymentSucceeded) -> Result<Fulfillment, StoreError> {
+        Ok(match self.book.fulfill(&event.order_id, self.clock.now_ms()) {
+            Some(fulfillments) => Fulfillment::Fulfilled { fulfillments },
+            None => Fulfillment::UnknownOrder,
         })
     }
 

@@ -269,7 +269,7 @@ pub enum Transition {
     Reopen,
     /// Any status, once: the provider says `payment_intent` succeeded (a webhook), so the
     /// order is paid (if it was not yet) and its goods are shipped: `fulfillments` 0 → 1.
-    Fulfil { payment_intent: PaymentIntentId },
+    Fulfill { payment_intent: PaymentIntentId },
 }
 
 impl Transition {
@@ -281,7 +281,7 @@ impl Transition {
             Transition::Release { .. } => "release",
             Transition::Suspect { .. } => "suspect",
             Transition::Reopen => "reopen",
-            Transition::Fulfil { .. } => "fulfil",
+            Transition::Fulfill { .. } => "fulfil",
         }
     }
 }
@@ -400,7 +400,7 @@ impl Order {
             (Transition::Reopen, Reconciling) => {
                 next.status = Pending;
             }
-            (Transition::Fulfil { payment_intent }, _) => {
+            (Transition::Fulfill { payment_intent }, _) => {
                 if self.fulfillments > 0 {
                     return Err(TransitionError::AlreadyFulfilled);
                 }
@@ -549,7 +549,7 @@ mod tests {
 
     #[test]
     fn an_order_is_fulfilled_once_from_any_status() {
-        let pi = || Transition::Fulfil {
+        let pi = || Transition::Fulfill {
             payment_intent: PaymentIntentId::new("pi_w"),
         };
         // The webhook may overtake the checkout's own answer: processing → paid.

@@ -48,7 +48,7 @@ impl OrderBook {
 
     /// Ships the order again, on every delivery, whatever happened before (the bug these
     /// merchants exist to show); `None` for an order not in the book.
-    pub fn fulfil(&self, id: &OrderId, now_ms: i64) -> Option<u32> {
+    pub fn fulfill(&self, id: &OrderId, now_ms: i64) -> Option<u32> {
         let mut orders = self.orders.lock();
         let order = orders.get_mut(id)?;
         order.fulfillments = order.fulfillments.saturating_add(1);
@@ -130,17 +130,17 @@ mod tests {
     }
 
     #[test]
-    fn every_delivery_fulfils_again_once_the_order_is_known() {
+    fn every_delivery_fulfills_again_once_the_order_is_known() {
         let book = OrderBook::new();
         let req = CheckoutRequest::from_json(
             br#"{"order_id":"o1","amount":2000,"currency":"usd","payment_method":"pm_card_visa"}"#,
         )
         .unwrap();
-        assert_eq!(book.fulfil(&req.order_id, 1), None);
+        assert_eq!(book.fulfill(&req.order_id, 1), None);
         book.open(&req, 1);
         assert_eq!(book.get(&req.order_id).unwrap().status, OrderStatus::Pending);
-        assert_eq!(book.fulfil(&req.order_id, 2), Some(1));
-        assert_eq!(book.fulfil(&req.order_id, 3), Some(2));
+        assert_eq!(book.fulfill(&req.order_id, 2), Some(1));
+        assert_eq!(book.fulfill(&req.order_id, 3), Some(2));
         book.open(&req, 4);
         assert_eq!(book.get(&req.order_id).unwrap().fulfillments, 2);
     }

@@ -17,7 +17,7 @@ use super::checkout::{Answer, CheckoutRequest};
 use super::idempotency_record::IdempotencyKey;
 use super::order::{Order, OrderId};
 use super::store::StoreError;
-use super::webhook::{Fulfilment, PaymentSucceeded};
+use super::webhook::{Fulfillment, PaymentSucceeded};
 
 /// How a reference merchant protects a payment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -90,7 +90,7 @@ pub trait CheckoutService: Send + Sync + 'static {
 
     /// Fulfils the order a verified `payment_intent.succeeded` event names (`POST
     /// /webhooks/stripe`): naive and lock-only on every delivery, idempotent once.
-    async fn fulfil(&self, event: &PaymentSucceeded) -> Result<Fulfilment, StoreError>;
+    async fn fulfill(&self, event: &PaymentSucceeded) -> Result<Fulfillment, StoreError>;
 
     async fn health(&self) -> Health;
 }

@@ -218,7 +218,7 @@ pub struct EventRecord {
 
 /// What a merchant did with a `payment_intent.succeeded` delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fulfilment {
+pub enum Fulfillment {
     /// This delivery fulfilled the order; `fulfillments` is its count now.
     Fulfilled { fulfillments: u32 },
     /// The event id was processed before (a redelivery): nothing done.
@@ -229,24 +229,24 @@ pub enum Fulfilment {
     UnknownOrder,
 }
 
-impl Fulfilment {
+impl Fulfillment {
     /// The word the receiver answers with (`"result"`).
     pub fn as_str(self) -> &'static str {
         match self {
-            Fulfilment::Fulfilled { .. } => "fulfilled",
-            Fulfilment::DuplicateEvent { .. } => "duplicate_event",
-            Fulfilment::AlreadyFulfilled { .. } => "already_fulfilled",
-            Fulfilment::UnknownOrder => "unknown_order",
+            Fulfillment::Fulfilled { .. } => "fulfilled",
+            Fulfillment::DuplicateEvent { .. } => "duplicate_event",
+            Fulfillment::AlreadyFulfilled { .. } => "already_fulfilled",
+            Fulfillment::UnknownOrder => "unknown_order",
         }
     }
 
     /// The order's fulfilment count after the delivery, if the order is known.
     pub fn fulfillments(self) -> Option<u32> {
         match self {
-            Fulfilment::Fulfilled { fulfillments }
-            | Fulfilment::DuplicateEvent { fulfillments }
-            | Fulfilment::AlreadyFulfilled { fulfillments } => Some(fulfillments),
-            Fulfilment::UnknownOrder => None,
+            Fulfillment::Fulfilled { fulfillments }
+            | Fulfillment::DuplicateEvent { fulfillments }
+            | Fulfillment::AlreadyFulfilled { fulfillments } => Some(fulfillments),
+            Fulfillment::UnknownOrder => None,
         }
     }
 }

@@ -88,7 +88,7 @@ impl WebhookReceiver {
                 "received": true, "event": event.id, "type": event.kind, "result": "ignored", "message": why,
             }));
         };
-        match self.service.fulfil(&payment).await {
+        match self.service.fulfill(&payment).await {
             Ok(f) => {
                 tracing::debug!(event = %payment.event_id, order_id = %payment.order_id, result = f.as_str(), "webhook");
                 WebhookReply::ok(json!({

@@ -92,9 +92,16 @@ impl Harness {
     }
 
     /// Polls the in-flight gauge until it reads `n`: the signal that requests are held.
+    /// Fails the test, naming what it waited for, if that takes over 10 s.
     pub async fn wait_in_flight(&self, n: u64) {
         let needle = format!("fauxpay_api_requests_in_flight {n}\n");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         while !self.metrics().await.contains(&needle) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} requests in flight: not within 10 s",
+                n
+            );
             tokio::task::yield_now().await;
         }
     }

@@ -244,14 +244,14 @@ async fn forgeries_are_refused_by_every_merchant() {
 }
 
 #[tokio::test]
-async fn redelivered_events_fulfil_naive_and_lock_only_again_and_idempotent_once() {
+async fn redelivered_events_fulfill_naive_and_lock_only_again_and_idempotent_once() {
     for strategy in Strategy::ALL {
         redeliveries(strategy, &Backend::Memory).await;
     }
 }
 
 #[tokio::test]
-async fn the_idempotent_merchant_on_postgres_fulfils_once_and_refuses_forgeries() {
+async fn the_idempotent_merchant_on_postgres_fulfills_once_and_refuses_forgeries() {
     let backend = Backend::durable().await;
     redeliveries(Strategy::Idempotent, &backend).await;
     refuses_forgeries(Strategy::Idempotent, &backend).await;
@@ -262,7 +262,7 @@ async fn the_idempotent_merchant_on_postgres_fulfils_once_and_refuses_forgeries(
 /// checkout concluded (here a decline stands in for an answer the webhook overtook): the
 /// order is known from the moment its charge starts, for every merchant.
 #[tokio::test]
-async fn a_succeeded_event_fulfils_a_known_order_whatever_its_checkout_said() {
+async fn a_succeeded_event_fulfills_a_known_order_whatever_its_checkout_said() {
     let provider = provider("happy").await;
     let client = Client::new();
     for strategy in Strategy::ALL {

@@ -17,11 +17,6 @@ use super::server::ConnControl;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::pipeline::{Answer, Delivery};
 
-/// The wire status of a domain [`Status`].
-pub fn status_code(status: Status) -> StatusCode {
-    StatusCode::from_u16(status.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         answer_response(Answer::error(&self), None)

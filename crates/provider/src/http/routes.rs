@@ -71,14 +71,25 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
     )
 }
 
+/// `payment_intents, charges, …, events and webhook_endpoints`: every resource served.
+fn served_resources() -> &'static str {
+    static LIST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| match crate::resources::names().split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    })
+}
+
 async fn not_found(req: Request<Body>) -> Response {
     ApiError::new(
         Status::NotFound,
         ErrorType::InvalidRequestError,
         format!(
-            "Unrecognized request URL ({}: {}). fauxpay implements payment_intents, charges, refunds, customers, payment_methods and setup_intents under /v1.",
+            "Unrecognized request URL ({}: {}). fauxpay implements {} under /v1.",
             req.method(),
-            req.uri().path()
+            req.uri().path(),
+            served_resources()
         ),
     )
     .into_response()

@@ -31,6 +31,15 @@ pub const RESOURCES: &[&[Endpoint]] = &[
     webhook_endpoints::routes::ENDPOINTS,
 ];
 
+/// The resources' names as their paths say them (`payment_intents`, `charges`, …), in
+/// declaration order: what a 404 lists.
+pub fn names() -> Vec<&'static str> {
+    RESOURCES
+        .iter()
+        .filter_map(|r| r.first()?.path.strip_prefix("/v1/")?.split('/').next())
+        .collect()
+}
+
 /// Every `/v1` endpoint, in declaration order.
 pub fn endpoints() -> impl Iterator<Item = &'static Endpoint> {
     RESOURCES.iter().flat_map(|r| r.iter())
@@ -48,6 +57,12 @@ mod tests {
             assert!(seen.insert((e.verb, e.path)), "declared twice: {e:?}");
         }
         assert!(seen.len() >= 28, "{}", seen.len());
+        let names = names();
+        assert_eq!(names.len(), RESOURCES.len());
+        assert!(
+            names.contains(&"events") && names.contains(&"webhook_endpoints"),
+            "{names:?}"
+        );
     }
 
     #[test]

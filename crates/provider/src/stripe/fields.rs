@@ -10,11 +10,14 @@ use crate::stripe::cards::{Decline, TestCard};
 use crate::stripe::json::Metadata;
 use crate::stripe::params::Params;
 
-/// Stripe's metadata limits, and the longest free text field.
+/// Stripe's metadata limits.
 const MAX_METADATA_KEYS: usize = 50;
 const MAX_METADATA_KEY_LEN: usize = 40;
 const MAX_METADATA_VALUE_LEN: usize = 500;
-const MAX_TEXT_LEN: usize = 5_000;
+
+/// Stripe's longest free-text field (`description`, billing details, …): the spec's
+/// `maxLength` for most of them, checked again where a rule reads the text.
+pub const MAX_TEXT_LEN: usize = 5_000;
 
 pub fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
     Movement {

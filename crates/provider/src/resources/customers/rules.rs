@@ -16,14 +16,12 @@ use crate::reply::Reply;
 use crate::resources::events::object::EventType;
 use crate::state::clock::now_unix;
 use crate::state::payments::Payments;
-use crate::stripe::fields::{metadata, metadata_update, text_at_most, text_update};
+use crate::stripe::fields::{metadata, metadata_update, text_at_most, text_update, MAX_TEXT_LEN};
 use crate::stripe::ids::{CustomerId, PaymentMethodId};
 use crate::stripe::paging::{list_page, search_page_where, TimeRange};
 use crate::stripe::params::Params;
 use crate::stripe::search::Searchable;
 
-/// Stripe's `maxLength` for each free-text field of a customer.
-const MAX_DESCRIPTION: usize = 5_000;
 const MAX_EMAIL: usize = 512;
 const MAX_NAME: usize = 256;
 const MAX_PHONE: usize = 20;
@@ -79,7 +77,7 @@ impl Payments {
 
     pub fn create_customer(&self, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let text = CustomerText {
-            description: text_at_most(p, "description", MAX_DESCRIPTION)?,
+            description: text_at_most(p, "description", MAX_TEXT_LEN)?,
             email: text_at_most(p, "email", MAX_EMAIL)?,
             name: text_at_most(p, "name", MAX_NAME)?,
             phone: text_at_most(p, "phone", MAX_PHONE)?,
@@ -133,7 +131,7 @@ impl Payments {
     pub fn update_customer(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let current = self.live_customer(raw).ok_or_else(|| unknown_path(raw))?;
         let updates = [
-            text_update(p, "description", MAX_DESCRIPTION)?,
+            text_update(p, "description", MAX_TEXT_LEN)?,
             text_update(p, "email", MAX_EMAIL)?,
             text_update(p, "name", MAX_NAME)?,
             text_update(p, "phone", MAX_PHONE)?,

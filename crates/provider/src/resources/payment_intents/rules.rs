@@ -25,16 +25,13 @@ use crate::state::ledger::{LedgerEntry, MovementKind};
 use crate::state::payments::{DuplicatePolicy, Payments};
 use crate::stripe::cards::{Authentication, Decline, TestCard, AUTHENTICATION_REQUIRED};
 use crate::stripe::fields::{
-    card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update,
+    card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update, MAX_TEXT_LEN,
 };
 use crate::stripe::ids::{CustomerId, PaymentIntentId};
 use crate::stripe::money::{check_amount, Currency};
 use crate::stripe::paging::{list_page, search_page};
 use crate::stripe::params::Params;
 use crate::stripe::search::Searchable;
-
-/// The longest free text of a payment intent.
-const MAX_TEXT: usize = 5_000;
 
 /// `confirm=true` on an intent without a payment method.
 fn no_payment_method_to_confirm() -> ApiError {
@@ -274,11 +271,11 @@ impl Payments {
         }
         let setup_future_usage = setup_future_usage(p)?;
         let texts = [
-            text_update(p, "description", MAX_TEXT)?,
-            text_update(p, "receipt_email", MAX_TEXT)?,
-            text_update(p, "statement_descriptor", MAX_TEXT)?,
-            text_update(p, "statement_descriptor_suffix", MAX_TEXT)?,
-            text_update(p, "transfer_group", MAX_TEXT)?,
+            text_update(p, "description", MAX_TEXT_LEN)?,
+            text_update(p, "receipt_email", MAX_TEXT_LEN)?,
+            text_update(p, "statement_descriptor", MAX_TEXT_LEN)?,
+            text_update(p, "statement_descriptor_suffix", MAX_TEXT_LEN)?,
+            text_update(p, "transfer_group", MAX_TEXT_LEN)?,
         ];
         let correlation_id = self.correlation_id(p, attempt);
         let restricted = BEFORE_PAYMENT.iter().find(|f| p.contains(f));

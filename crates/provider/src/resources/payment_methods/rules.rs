@@ -19,13 +19,10 @@ use crate::resources::events::object::EventType;
 use crate::state::clock::now_unix;
 use crate::state::payments::Payments;
 use crate::stripe::cards::{TestCard, CARDS};
-use crate::stripe::fields::{metadata, metadata_update, payment_method};
+use crate::stripe::fields::{metadata, metadata_update, payment_method, MAX_TEXT_LEN};
 use crate::stripe::ids::{CustomerId, PaymentMethodId};
 use crate::stripe::paging::list_page;
 use crate::stripe::params::{Object, Params};
-
-/// Stripe's `maxLength` for the billing details' text.
-const MAX_BILLING_TEXT: usize = 5_000;
 
 /// What a `pm_…` reference names: a saved payment method, or a magic test one.
 #[derive(Debug, Clone)]
@@ -85,9 +82,9 @@ fn text_at(o: &Object<'_>, key: &str, param: &str) -> Result<Option<Option<Box<s
         return Ok(None);
     }
     match str_at(o, key, param)? {
-        Some(s) if s.chars().count() > MAX_BILLING_TEXT => Err(ApiError::invalid_param(
+        Some(s) if s.chars().count() > MAX_TEXT_LEN => Err(ApiError::invalid_param(
             param,
-            format!("{param} can be at most {MAX_BILLING_TEXT} characters."),
+            format!("{param} can be at most {MAX_TEXT_LEN} characters."),
         )),
         other => Ok(Some(other.map(Box::from))),
     }

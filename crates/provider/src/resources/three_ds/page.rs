@@ -1,10 +1,10 @@
-//! fauxpay's stand-in for the card issuer's 3-D Secure page: plain server-rendered HTML,
-//! no scripts and no external assets, every value from a request or an object escaped.
-//! Its two buttons post `outcome=succeed` or `outcome=fail` (with `redirect=true`) to the
-//! intent's authenticate endpoint, which then sends the customer back to the
-//! `return_url` or, without one, answers [`result`].
+//! fauxpay's stand-in for the card issuer's 3-D Secure page: plain server-rendered HTML
+//! (maud, which escapes every value from a request or an object), no scripts and no
+//! external assets. Its two buttons post `outcome=succeed` or `outcome=fail` (with
+//! `redirect=true`) to the intent's authenticate endpoint, which then sends the customer
+//! back to the `return_url` or, without one, answers [`result`].
 
-use std::fmt::Write;
+use maud::{html, Markup, DOCTYPE};
 
 /// What the page shows of an intent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,22 +27,6 @@ pub struct Page {
     pub action: String,
 }
 
-/// `s` with HTML's special characters escaped (for text and for quoted attributes).
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;color:#222}\
 h1{font-size:1.3rem}dl{display:grid;grid-template-columns:max-content auto;gap:.3rem 1rem}\
 dt{color:#666}dd{margin:0;overflow-wrap:anywhere}form{display:inline}\
@@ -50,80 +34,80 @@ button{font-size:1rem;padding:.6rem 1.2rem;margin:1rem .6rem 0 0;cursor:pointer}
 .ok{background:#1a7f37;color:#fff;border:0}.fail{background:#fff;color:#b42318;border:1px solid #b42318}\
 .note{color:#666;font-size:.9rem}";
 
-fn document(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body>\n{body}</body></html>\n",
-        escape(title)
-    )
-}
+const TITLE: &str = "fauxpay test authentication";
 
-fn row(out: &mut String, name: &str, value: &str) {
-    let _ = writeln!(out, "<dt>{}</dt><dd>{}</dd>", escape(name), escape(value));
+fn document(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                style { (maud::PreEscaped(STYLE)) }
+            }
+            body { (body) }
+        }
+    }
+    .into_string()
 }
 
 /// The page of an intent.
 pub fn render(page: &Page) -> String {
-    let mut body = format!(
-        "<h1>fauxpay test authentication</h1>\n<p>A stand-in for the card issuer's 3-D Secure page. {} <code>{}</code>.</p>\n<dl>\n",
-        escape(page.what),
-        escape(&page.id)
-    );
+    let mut rows: Vec<(String, String)> = Vec::new();
     if let Some((amount, currency)) = page.amount {
-        row(
-            &mut body,
-            "Amount",
-            &format!("{amount} {currency} (smallest currency unit)"),
-        );
+        rows.push(("Amount".into(), format!("{amount} {currency} (smallest currency unit)")));
     }
     if let Some((brand, last4)) = page.card {
-        row(&mut body, "Card", &format!("{brand} •••• {last4}"));
+        rows.push(("Card".into(), format!("{brand} •••• {last4}")));
     }
-    row(&mut body, "Status", page.status);
+    rows.push(("Status".into(), page.status.into()));
     if let Some(d) = &page.description {
-        row(&mut body, "Description", d);
+        rows.push(("Description".into(), d.clone()));
     }
     for (k, v) in &page.metadata {
-        row(&mut body, &format!("metadata[{k}]"), v);
+        rows.push((format!("metadata[{k}]"), v.clone()));
     }
     if let Some(url) = &page.return_url {
-        row(&mut body, "Returns to", url);
+        rows.push(("Returns to".into(), url.clone()));
     }
-    body.push_str("</dl>\n");
-    if page.awaiting {
-        let action = escape(&page.action);
-        for (outcome, class, label) in [
-            ("succeed", "ok", "Complete authentication"),
-            ("fail", "fail", "Fail authentication"),
-        ] {
-            let _ = writeln!(
-                body,
-                "<form method=\"post\" action=\"{action}\"><input type=\"hidden\" name=\"outcome\" value=\"{outcome}\"><input type=\"hidden\" name=\"redirect\" value=\"true\"><button type=\"submit\" class=\"{class}\">{label}</button></form>"
-            );
+    let body = html! {
+        h1 { (TITLE) }
+        p { "A stand-in for the card issuer's 3-D Secure page. " (page.what) " " code { (page.id) } "." }
+        dl {
+            @for (name, value) in &rows {
+                dt { (name) } dd { (value) }
+            }
         }
-        body.push_str(
-            "<p class=\"note\">Scripts can do the same: <code>POST</code> to the form's URL with <code>outcome=succeed</code> or <code>outcome=fail</code>.</p>\n",
-        );
-    } else {
-        let _ = writeln!(
-            body,
-            "<p>This {} is not awaiting authentication (its status is {}).</p>",
-            escape(&page.what.to_lowercase()),
-            escape(page.status)
-        );
-    }
-    document("fauxpay test authentication", &body)
+        @if page.awaiting {
+            @for (outcome, class, label) in [("succeed", "ok", "Complete authentication"), ("fail", "fail", "Fail authentication")] {
+                form method="post" action=(page.action) {
+                    input type="hidden" name="outcome" value=(outcome);
+                    input type="hidden" name="redirect" value="true";
+                    button type="submit" class=(class) { (label) }
+                }
+            }
+            p.note {
+                "Scripts can do the same: " code { "POST" } " to the form's URL with "
+                code { "outcome=succeed" } " or " code { "outcome=fail" } "."
+            }
+        } @else {
+            p { "This " (page.what.to_lowercase()) " is not awaiting authentication (its status is " (page.status) ")." }
+        }
+    };
+    document(TITLE, body)
 }
 
 /// What the customer sees after the buttons when there is no `return_url` to go back
 /// to (or the authentication could not be recorded): `message`, about `id`.
 pub fn result(id: &str, message: &str) -> String {
     document(
-        "fauxpay test authentication",
-        &format!(
-            "<h1>fauxpay test authentication</h1>\n<p><code>{}</code>: {}</p>\n<p class=\"note\">You can close this window.</p>\n",
-            escape(id),
-            escape(message)
-        ),
+        TITLE,
+        html! {
+            h1 { (TITLE) }
+            p { code { (id) } ": " (message) }
+            p.note { "You can close this window." }
+        },
     )
 }
 
@@ -131,10 +115,10 @@ pub fn result(id: &str, message: &str) -> String {
 pub fn not_found(id: &str) -> String {
     document(
         "Not found",
-        &format!(
-            "<h1>Not found</h1>\n<p>No payment intent or setup intent <code>{}</code>.</p>\n",
-            escape(id)
-        ),
+        html! {
+            h1 { "Not found" }
+            p { "No payment intent or setup intent " code { (id) } "." }
+        },
     )
 }
 

@@ -15,7 +15,7 @@ use crate::resources::events::object::EventType;
 use crate::state::clock::now_unix;
 use crate::state::payments::Payments;
 use crate::state::table::Cursor;
-use crate::stripe::fields::{metadata, metadata_update, text_at_most, text_update};
+use crate::stripe::fields::{metadata, metadata_update, text_at_most, text_update, MAX_TEXT_LEN};
 use crate::stripe::ids::WebhookEndpointId;
 use crate::stripe::paging::list_page;
 use crate::stripe::params::{Kind, Params};
@@ -23,7 +23,6 @@ use crate::stripe::params::{Kind, Params};
 /// Stripe's limit of webhook endpoints per account.
 pub const MAX_ENDPOINTS: usize = 16;
 const MAX_URL: usize = 2_048;
-const MAX_DESCRIPTION: usize = 5_000;
 /// The most entries `enabled_events` may list.
 const MAX_ENABLED_EVENTS: usize = 256;
 
@@ -152,7 +151,7 @@ impl Payments {
                 "fauxpay has no connected accounts: connect must be false.",
             ));
         }
-        let description = text_at_most(p, "description", MAX_DESCRIPTION)?;
+        let description = text_at_most(p, "description", MAX_TEXT_LEN)?;
         let metadata = metadata(p)?;
         if self.webhook_endpoints.len() >= MAX_ENDPOINTS {
             return Err(ApiError::invalid_request(
@@ -201,7 +200,7 @@ impl Payments {
         let current = self.webhook_endpoint(raw)?;
         let url = p.opt_str("url")?.map(check_url).transpose()?;
         let enabled = enabled_events(p)?;
-        let description = text_update(p, "description", MAX_DESCRIPTION)?;
+        let description = text_update(p, "description", MAX_TEXT_LEN)?;
         let disabled = p.opt_bool("disabled")?;
         let updated = self
             .webhook_endpoints

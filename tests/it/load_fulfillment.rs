@@ -274,7 +274,7 @@ fn check_files(out: &Path, gate: &str, failed: bool) {
 }
 
 #[tokio::test]
-async fn double_and_missed_fulfilments_equal_the_merchants_truth() {
+async fn double_and_missed_fulfillments_equal_the_merchants_truth() {
     let provider = provider("happy").await;
     let mut reports = Vec::new();
     for (strategy, plan) in [
@@ -469,7 +469,7 @@ async fn under_duplicate_webhooks_the_providers_own_deliveries_are_counted_as_th
 }
 
 #[tokio::test]
-async fn without_webhooks_fulfilment_is_not_checked_and_explicit_gates_fail() {
+async fn without_webhooks_fulfillment_is_not_checked_and_explicit_gates_fail() {
     let provider = provider("happy").await;
     let m = webhook_merchant(Strategy::Idempotent, &provider.url()).await;
     let plan = Plan {
@@ -506,7 +506,7 @@ async fn without_webhooks_fulfilment_is_not_checked_and_explicit_gates_fail() {
 }
 
 #[tokio::test]
-async fn fulfilment_gates_need_a_probe() {
+async fn fulfillment_gates_need_a_probe() {
     let provider = provider("happy").await;
     let run = load(
         "ful-stripe",
