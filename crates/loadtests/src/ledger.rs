@@ -1,7 +1,7 @@
 //! The provider's side of the story, read over its public HTTP API.
 //!
 //! [`fetch_ledger`] streams `GET /__fauxpay/ledger?correlation_prefix=RUN-` line by line
-//! (schema version 1, see the provider's README) and keeps, per order id, only what
+//! (schema version 1, see docs/ledger.md) and keeps, per order id, only what
 //! reconciliation needs: the captured charges and the refunded total. The ledger is
 //! never held as a whole. [`fetch_requests`] reads the provider's recent-request log, to
 //! tell each anomaly's story with the faults the provider applied.

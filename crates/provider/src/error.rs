@@ -74,6 +74,8 @@ impl std::fmt::Display for Status {
 
 /// Stripe's error `type` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// The variants are Stripe's own `type` values (`api_error`, `card_error`, …).
+#[allow(clippy::enum_variant_names)]
 pub enum ErrorType {
     ApiError,
     CardError,

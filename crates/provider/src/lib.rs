@@ -1,41 +1,45 @@
 //! The fake provider (`fauxpay serve`): a stateful, Stripe-compatible payment API.
 //!
-//! Two layers, by folder:
-//! - `http/`, the edge: connections, the observe layer (request ids, metrics labels,
-//!   panics), extraction, responses, the `/v1` route table, the admin API and the
-//!   server's life cycle. Nothing else in the provider knows axum or hyper.
-//! - the core, everything else: one folder per Stripe resource (`payment_intents`,
-//!   `charges`, `refunds`, `customers`, `payment_methods`, `setup_intents`, `events`,
-//!   `webhook_endpoints`: its object and JSON, its rules, its endpoints), 3-D Secure
-//!   (`three_ds`), webhook delivery (`webhooks`: signed, retried, with delivery faults), the request
-//!   pipeline (faults × idempotency × the operation, as a value the edge carries out),
-//!   and the shared machinery: params, ids, tables, pagination, search, `expand[]`, the
-//!   idempotency store, the ledger, fault injection, metrics, and the dashboard's view
-//!   models (`dashboard`; its pages are in `http/dashboard/`).
+//! Layout (each folder's `mod.rs` says what it owns):
+//! - `http/`: the edge, the only code that knows axum and hyper: connections, the observe
+//!   layer, extraction, responses, the `/v1` route table, the admin API, the dashboard's
+//!   pages, the provider's life cycle, the webhook client.
+//! - `pipeline/`: one request's life, as a value the edge carries out (faults ×
+//!   idempotency admission × the operation).
+//! - `resources/`: one folder per Stripe resource (object, rules, endpoints), 3-D Secure,
+//!   and the table of every endpoint.
+//! - `idempotency/`, `journal`, `fault_injection/`, `durable/`, `webhooks/`: keys,
+//!   the request log, the bridge to `fauxpay-faults`, the data dir, webhook delivery.
+//! - `state/`: the store, the ledger, the tables, the clock; `stripe/`: Stripe's wire
+//!   conventions (params, JSON, ids, paging, search, `expand[]`, spec validation).
+//! - `app`, `config`, `error`, `reply`, `metrics`, `dashboard/`: shared state, settings,
+//!   Stripe's errors, replies, metrics, the dashboard's view models.
 //!
-//! This file only declares modules and re-exports what embedders use.
+//! Modules are private unless another crate needs them; embedders start a provider with
+//! [`RunningProvider::start`] and a [`Config`].
 
 // `ApiError` carries Stripe's whole error object; it is built on the slow path and
 // returned through a few frames, so boxing it would buy nothing measurable.
 #![allow(clippy::result_large_err)]
+#![deny(unsafe_code)]
 
-pub mod app;
+mod app;
 pub mod config;
-pub mod dashboard;
+mod dashboard;
 pub mod durable;
-pub mod error;
-pub mod fault_injection;
-pub mod http;
-pub mod idempotency;
-pub mod journal;
-pub mod metrics;
-pub mod pipeline;
-pub mod reply;
+mod error;
+mod fault_injection;
+mod http;
+mod idempotency;
+mod journal;
+mod metrics;
+mod pipeline;
+mod reply;
 pub mod resources;
-pub mod state;
+mod state;
 pub mod stripe;
 #[cfg(test)]
-pub mod test_support;
+mod test_support;
 pub mod webhooks;
 
 pub use app::Provider;

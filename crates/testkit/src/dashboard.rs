@@ -1,5 +1,5 @@
 //! A provider with something to show on every dashboard page (shared by
-//! tests/dashboard.rs and tests/browser.rs): paid orders, an order charged twice (the
+//! the provider's tests/it/dashboard.rs and the binary's tests/it/browser.rs): paid orders, an order charged twice (the
 //! first answer dropped after the commit, the retry under a new key), a 503 injected
 //! before the commit, a decline, and metadata and keys that try to inject HTML.
 

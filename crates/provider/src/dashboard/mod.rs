@@ -46,16 +46,14 @@ pub fn clip(q: &str) -> &str {
     }
 }
 
-/// One charge of a duplicate group, as `GET /__fauxpay/summary` serves it.
+/// One charge of a duplicate group, as `GET /__fauxpay/summary` serves it (what the
+/// dashboard's story of the group shows of it).
 #[derive(Debug, Clone, Deserialize)]
 pub struct GroupCharge {
     pub id: String,
     pub amount: u64,
-    pub payment_intent: Option<String>,
     pub idempotency_key: Option<String>,
     pub request_id: String,
-    pub fault: Option<String>,
-    pub created_ms: u64,
 }
 
 /// A correlation id with more than one captured charge.

@@ -186,11 +186,8 @@ mod tests {
         GroupCharge {
             id: id.into(),
             amount: 1000,
-            payment_intent: None,
             idempotency_key: r.idempotency_key.as_ref().map(|k| k.as_str().to_string()),
             request_id: r.request_id.as_str().to_string(),
-            fault: r.fault.as_deref().map(Into::into),
-            created_ms: 1_000,
         }
     }
 
@@ -236,20 +233,14 @@ mod tests {
                 GroupCharge {
                     id: "ch_1".into(),
                     amount: 1,
-                    payment_intent: None,
                     idempotency_key: None,
                     request_id: "req_x".into(),
-                    fault: None,
-                    created_ms: 0,
                 },
                 GroupCharge {
                     id: "ch_2".into(),
                     amount: 1,
-                    payment_intent: None,
                     idempotency_key: None,
                     request_id: "req_y".into(),
-                    fault: None,
-                    created_ms: 0,
                 },
             ],
         };

@@ -1,11 +1,12 @@
 //! The observe layer around the whole router: gives every request a `Request-Id`, times
 //! it, counts it by route (the route pattern, e.g. `/v1/payment_intents/{id}`) for
-//! `/metrics`, logs one line per request at debug level, and turns a panic into a
-//! Stripe-shaped 500.
+//! `/metrics`, and logs one line per request at debug level. A panic in a handler is
+//! turned into a Stripe-shaped 500 inside it, by tower-http's `CatchPanicLayer` on the
+//! router ([`panic_response`]), so a panicking request is counted and answered like any
+//! other.
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,7 +24,7 @@ use crate::stripe::ids::RequestId;
 type AppState = Arc<Provider>;
 
 /// A panic in a handler: a Stripe-shaped 500, and the server lives on.
-fn panic_response() -> Response {
+pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     ApiError::new(
         Status::InternalServerError,
         ErrorType::ApiError,
@@ -33,9 +34,8 @@ fn panic_response() -> Response {
 }
 
 /// Around the whole router: gives every request a `Request-Id`, times it, counts it by
-/// route (the route pattern, e.g. `/v1/payment_intents/{id}`), logs it, and turns a
-/// panic into a Stripe-shaped 500. One plain service rather than per-route middleware:
-/// nothing is boxed or cloned per request.
+/// route (the route pattern, e.g. `/v1/payment_intents/{id}`) and logs it. One plain
+/// service rather than per-route middleware: nothing is boxed or cloned per request.
 #[derive(Clone)]
 pub struct Observe<S> {
     inner: S,
@@ -89,15 +89,9 @@ where
             method: req.method().clone(),
             path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
         };
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
-            Ok(inner) => ObserveFuture {
-                inner: Some(inner),
-                observed: Some(observed),
-            },
-            Err(_) => ObserveFuture {
-                inner: None,
-                observed: None,
-            },
+        ObserveFuture {
+            inner: self.inner.call(req),
+            observed: Some(observed),
         }
     }
 }
@@ -105,7 +99,7 @@ where
 pin_project_lite::pin_project! {
     pub struct ObserveFuture<F> {
         #[pin]
-        inner: Option<F>,
+        inner: F,
         observed: Option<Observed>,
     }
 }
@@ -115,16 +109,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let Some(inner) = this.inner.as_pin_mut() else {
-            // The router itself panicked.
-            return Poll::Ready(Ok(panic_response()));
-        };
-        let mut resp = match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(Ok(resp))) => resp,
-            // A panicking request is answered, but neither counted nor given a Request-Id.
-            Err(_) => return Poll::Ready(Ok(panic_response())),
-        };
+        let Ok(mut resp) = std::task::ready!(this.inner.poll(cx));
         if let Some(o) = this.observed.take() {
             if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {
                 resp.headers_mut().insert(headers::REQUEST_ID.clone(), v);
@@ -140,5 +125,37 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<
             }
         }
         Poll::Ready(Ok(resp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::routing::get;
+    use axum::Router;
+    use tower_http::catch_panic::CatchPanicLayer;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_a_stripe_500_counted_and_given_a_request_id() {
+        let app = Provider::new(crate::config::Config::default());
+        let router: Router = Router::new()
+            .route("/boom", get(|| async { panic!("a bug") as &'static str }))
+            .layer(CatchPanicLayer::custom(panic_response));
+        let mut labels = matchit::Router::new();
+        labels.insert("/boom", "/boom").unwrap();
+        let mut observe = Observe::new(router, app.clone(), labels);
+        let req = Request::builder().uri("/boom").body(axum::body::Body::empty()).unwrap();
+        let resp = observe.call(req).await.unwrap();
+        assert_eq!(resp.status(), 500);
+        assert!(resp.headers().contains_key(headers::REQUEST_ID.clone()));
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["error"]["type"], "api_error");
+        let metrics = app.metrics.render(&app.payments.ledger, &[]);
+        assert!(
+            metrics.contains("/boom"),
+            "the panicking request was counted:\n{metrics}"
+        );
     }
 }

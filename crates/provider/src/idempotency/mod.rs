@@ -9,4 +9,4 @@ pub mod key;
 pub mod store;
 
 pub use key::{IdempotencyKey, Mode};
-pub use store::{Begin, Claim, Fingerprint, IdempotencyStore, StoredBody, StoredResponse};
+pub use store::{Claim, Fingerprint, IdempotencyStore, StoredResponse};

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::*;
 use crate::config::Config;
-use crate::idempotency::{Begin, Fingerprint};
+use crate::idempotency::store::Begin;
+use crate::idempotency::Fingerprint;
 use crate::resources::endpoints;
 use crate::stripe::params::Params;
 

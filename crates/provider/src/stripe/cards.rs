@@ -129,7 +129,7 @@ const fn decline(code: &'static str, decline_code: &'static str, message: &'stat
 
 const DECLINED: &str = "Your card was declined.";
 
-/// Every test card fauxpay knows, documented in README's test card table.
+/// Every test card fauxpay knows, documented in docs/api.md's test card table.
 pub const CARDS: &[TestCard] = &[
     approved("visa", "4242424242424242", "visa", "credit"),
     approved("visa_debit", "4000056655665556", "visa", "debit"),

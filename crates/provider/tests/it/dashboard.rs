@@ -1,4 +1,4 @@
-//! The dashboard over HTTP (the browser's view is tests/browser.rs): every page answers
+//! The dashboard over HTTP (the browser's view is tests/it/browser.rs): every page answers
 //! HTML with what a person looks for, escapes what requests put there, changes the
 //! provider only through its forms, and honours `--admin-token`.
 

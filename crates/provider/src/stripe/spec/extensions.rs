@@ -1,7 +1,7 @@
 //! fauxpay's declared additions to Stripe's spec: parameters fauxpay models that the
 //! public spec leaves out. Each is grafted into the spec before it is compiled, with
 //! Stripe's own schema for the same thing taken from elsewhere in the spec, so the
-//! parameter is typed and checked like any other (not silently accepted), and README
+//! parameter is typed and checked like any other (not silently accepted), and docs/api.md
 //! lists it.
 
 use serde_json::Value;

@@ -1,7 +1,7 @@
 // Payment flows written against Stripe's official Node SDK (`stripe` on npm), pointed at
 // fauxpay by nothing but the SDK's host, port and protocol.
 //
-// Run by tests/official_sdks.rs as `node flows.cjs FLOW BASE_URL` (NODE_PATH names the
+// Run by crates/provider/tests/it/official_sdks.rs as `node flows.cjs FLOW BASE_URL` (NODE_PATH names the
 // SDK's install). Each flow asserts what the SDK shows (its objects, its error classes,
 // its webhook verifier) and prints one JSON line of what it did, for the Rust test to
 // check against the provider's ledger. The same flows as flows.py.

@@ -1,7 +1,7 @@
 """Payment flows written against Stripe's official Python SDK (`stripe` on PyPI), pointed
 at fauxpay by nothing but the SDK's base address.
 
-Run by tests/official_sdks.rs as `python flows.py FLOW BASE_URL`. Each flow asserts what
+Run by crates/provider/tests/it/official_sdks.rs as `python flows.py FLOW BASE_URL`. Each flow asserts what
 the SDK shows (its typed objects, its exception classes, its webhook verifier) and prints
 one JSON line of what it did, for the Rust test to check against the provider's ledger.
 The same flows as flows.cjs.
