@@ -268,9 +268,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // Recovered before listening, so the first request sees the whole state.
         let (provider, recovered) = provider::durable::recovery::open(config, args.data_dir.as_deref(), args.fsync)?;
         if let (Some(summary), Some(dir)) = (recovered, &args.data_dir) {
-            match summary.diverged {
-                0 => tracing::info!("{}", summary.describe(dir)),
-                _ => tracing::warn!("{}", summary.describe(dir)),
+            // Anything repaired, skipped or diverging is said as a warning: the operator
+            // should know the log was damaged, even when nothing was lost.
+            if summary.diverged == 0 && summary.repaired.is_empty() && summary.repeats == 0 {
+                tracing::info!("{}", summary.describe(dir));
+            } else {
+                tracing::warn!("{}", summary.describe(dir));
             }
         }
         let listener = tokio::net::TcpListener::bind(args.addr)

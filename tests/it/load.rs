@@ -240,3 +240,87 @@ async fn merged_reports_add_up_to_the_ledger() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A target that answers 200 with an endless body: every answer is cut at 1 MiB, counted
+/// in the report and the summary, and the load generator stays small (it used to read
+/// until it was OOM-killed, with no report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_answer_is_cut_and_counted_and_costs_little() {
+    let h = provider("happy").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let target = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
+                    .await;
+                let chunk = vec![b' '; 64 << 10];
+                while s.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    let url = h.provider.url();
+    let out = out_dir("endless");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fauxpay"));
+    cmd.args([
+        "load",
+        "--target",
+        &target,
+        "--provider",
+        &url,
+        "--template",
+        "checkout-json",
+        "--mix",
+        "retry-same-key=1",
+        "--users",
+        "2",
+        "--iterations",
+        "3",
+        "--increase-rate",
+        "1000",
+        "--client-timeout",
+        "5s",
+        "--backoff",
+        "10ms..20ms",
+        "--out",
+    ])
+    .arg(&out)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    // The process's peak resident memory, as the kernel keeps it, sampled until it exits.
+    let peak = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            if let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak = peak.max(kb * 1024);
+            }
+            // A sampling interval (VmHWM only grows), not a wait for an event.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        peak
+    });
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let peak = peak.join().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let attempts = report["attempts"].as_u64().unwrap();
+    assert!(attempts >= 6, "{report}");
+    assert_eq!(report["answers_cut"].as_u64(), Some(attempts), "{report}");
+    assert!(
+        stdout.contains("answers longer than 1048576 bytes were not read"),
+        "{stdout}"
+    );
+    assert!(peak < 256 << 20, "the load generator's peak RSS was {peak} bytes");
+}

@@ -25,6 +25,9 @@ pub enum FailureKind {
     Reset,
     Eof,
     Connect,
+    /// An answer longer than [`crate::body::MAX_ANSWER_BYTES`]: its status came, its
+    /// body was cut, so the client cannot tell what it says.
+    TooLarge,
     Other,
 }
 
@@ -295,8 +298,11 @@ pub async fn read_answer(template: &Template, resp: reqwest::Response) -> Attemp
         b"false" => Some(false),
         _ => None,
     });
-    match resp.bytes().await {
-        Ok(body) => {
+    match crate::body::read_capped(resp, crate::body::MAX_ANSWER_BYTES).await {
+        Ok(None) => AttemptResult::Failed {
+            kind: FailureKind::TooLarge,
+        },
+        Ok(Some(body)) => {
             let payment_id = template.payment_id_in(&body);
             AttemptResult::Answer {
                 status,

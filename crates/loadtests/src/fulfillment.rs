@@ -82,8 +82,7 @@ pub async fn drain(
         .map_err(|e| DrainError::Failed(format!("{url}: {e}")))?;
     match resp.status().as_u16() {
         404 => Err(DrainError::NotServed),
-        200..=299 => resp
-            .json::<DrainStatus>()
+        200..=299 => crate::body::json_capped::<DrainStatus>(resp, crate::body::MAX_ANSWER_BYTES)
             .await
             .map_err(|e| DrainError::Failed(format!("{url}: {e}"))),
         s => Err(DrainError::Failed(format!("{url} answered {s}"))),
@@ -156,8 +155,15 @@ async fn probe_one(http: &reqwest::Client, base: &str, probe: &Probe, order: &st
     if status.as_u16() == 404 {
         return Probed::NotFound;
     }
-    let body = match resp.bytes().await {
-        Ok(b) => b,
+    let body = match crate::body::read_capped(resp, crate::body::MAX_ANSWER_BYTES).await {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return Probed::Failed(format!(
+                "{} {url}: the answer is longer than {} bytes; not read",
+                probe.method,
+                crate::body::MAX_ANSWER_BYTES
+            ))
+        }
         Err(e) => return Probed::Failed(format!("{} {url}: {e}", probe.method)),
     };
     if !status.is_success() {
@@ -176,7 +182,11 @@ pub async fn fetch_deliveries(http: &reqwest::Client, provider: &str, token: Opt
     let Ok(resp) = admin(http.get(&url).query(&[("limit", "16384")]), token).send().await else {
         return Vec::new();
     };
-    match resp.json::<Value>().await {
+    let parsed = match crate::body::read_capped(resp, crate::body::MAX_ADMIN_BYTES).await {
+        Ok(Some(body)) => serde_json::from_slice::<Value>(&body),
+        _ => return Vec::new(),
+    };
+    match parsed {
         Ok(Value::Array(entries)) => entries,
         Ok(Value::Object(mut m)) => match m.remove("data") {
             Some(Value::Array(entries)) => entries,
@@ -215,7 +225,9 @@ pub async fn fetch_event_ids(
         let Ok(resp) = http.get(&url).bearer_auth(api_key).query(&query).send().await else {
             break;
         };
-        let Ok(page) = resp.json::<Value>().await else { break };
+        let Ok(page) = crate::body::json_capped::<Value>(resp, crate::body::MAX_ADMIN_BYTES).await else {
+            break;
+        };
         let Some(data) = page["data"].as_array() else { break };
         for e in data {
             let order = e.pointer("/data/object/metadata/order_id").and_then(Value::as_str);

@@ -253,7 +253,7 @@ pub async fn fetch_requests(
     let Ok(resp) = req.send().await else {
         return HashMap::new();
     };
-    let Ok(list) = resp.json::<List>().await else {
+    let Ok(list) = crate::body::json_capped::<List>(resp, crate::body::MAX_ADMIN_BYTES).await else {
         return HashMap::new();
     };
     let mut out: HashMap<String, Vec<ProviderRequest>> = HashMap::new();

@@ -15,6 +15,7 @@
 
 pub mod args;
 pub mod arrival;
+pub mod body;
 pub mod client;
 pub mod error;
 pub mod fulfillment;

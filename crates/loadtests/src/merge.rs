@@ -194,6 +194,7 @@ mod tests {
                 anomalies: Anomalies::default(),
                 by_behaviour: BTreeMap::new(),
                 unknown_orders: 0,
+                answers_cut: 0,
                 attempt_latency: l.clone(),
                 payment_latency: l,
                 fulfillment: None,

@@ -193,6 +193,8 @@ pub struct Reconciliation {
     pub by_behaviour: BTreeMap<Behaviour, BehaviourCounts>,
     /// Charges in the ledger under this run's prefix that no journaled payment explains.
     pub unknown_orders: u64,
+    /// Attempts whose answer was longer than the cap, so not read.
+    pub answers_cut: u64,
 }
 
 /// Joins the journal's payments with the ledger.
@@ -240,6 +242,18 @@ pub fn reconcile(
         std::collections::HashSet::with_capacity_and_hasher(payments.len(), Default::default());
     known.extend(payments.iter().map(|p| p.order_id.as_str()));
     r.unknown_orders = ledger.charges.keys().filter(|k| !known.contains(k.as_str())).count() as u64;
+    r.answers_cut = payments
+        .iter()
+        .flat_map(|p| &p.attempts)
+        .filter(|a| {
+            matches!(
+                a.result,
+                crate::client::AttemptResult::Failed {
+                    kind: crate::client::FailureKind::TooLarge
+                }
+            )
+        })
+        .count() as u64;
     r
 }
 
@@ -303,6 +317,12 @@ pub fn story(
                 crate::client::FailureKind::Reset => write!(s, "attempt {} connection reset", a.n),
                 crate::client::FailureKind::Eof => write!(s, "attempt {} connection closed with no answer", a.n),
                 crate::client::FailureKind::Connect => write!(s, "attempt {} could not connect", a.n),
+                crate::client::FailureKind::TooLarge => write!(
+                    s,
+                    "attempt {} answered more than {} bytes, which were not read",
+                    a.n,
+                    crate::body::MAX_ANSWER_BYTES
+                ),
                 crate::client::FailureKind::Other => write!(s, "attempt {} failed", a.n),
             },
         };

@@ -161,6 +161,10 @@ pub struct Report {
     pub anomalies: Anomalies,
     pub by_behaviour: BTreeMap<Behaviour, BehaviourCounts>,
     pub unknown_orders: u64,
+    /// Attempts whose answer was longer than 1 MiB, so not read (counted as failed
+    /// attempts); absent from reports written before it existed.
+    #[serde(default)]
+    pub answers_cut: u64,
     pub latency: LatencyReport,
     pub thresholds: Thresholds,
     pub gates: Vec<Gate>,
@@ -184,6 +188,7 @@ pub struct Measured {
     pub anomalies: Anomalies,
     pub by_behaviour: BTreeMap<Behaviour, BehaviourCounts>,
     pub unknown_orders: u64,
+    pub answers_cut: u64,
     pub attempt_latency: Latency,
     pub payment_latency: Latency,
     pub fulfillment: Option<FulfillmentReport>,
@@ -208,6 +213,7 @@ impl Report {
             anomalies: m.anomalies,
             by_behaviour: m.by_behaviour,
             unknown_orders: m.unknown_orders,
+            answers_cut: m.answers_cut,
             latency: LatencyReport {
                 attempt: m.attempt_latency.percentiles(),
                 payment: m.payment_latency.percentiles(),
@@ -324,6 +330,7 @@ impl Report {
                 e.double_charges += c.double_charges;
             }
             out.unknown_orders += r.unknown_orders;
+            out.answers_cut += r.answers_cut;
             let t = &mut out.thresholds;
             t.max_double_fulfillments = t.max_double_fulfillments.or(r.thresholds.max_double_fulfillments);
             t.max_missed_fulfillments = t.max_missed_fulfillments.or(r.thresholds.max_missed_fulfillments);
@@ -414,6 +421,14 @@ impl Report {
         }
         if let Some(o) = &self.open {
             s.push_str(&o.summary());
+        }
+        if self.answers_cut > 0 {
+            let _ = writeln!(
+                s,
+                "  cut         {} answers longer than {} bytes were not read (counted as failed attempts)",
+                self.answers_cut,
+                crate::body::MAX_ANSWER_BYTES
+            );
         }
         let _ = writeln!(
             s,
@@ -539,6 +554,14 @@ impl Report {
         );
         if let Some(line) = self.fulfillment_line() {
             let _ = writeln!(s, "\nFulfilment: {}", line.replace('|', "\\|"));
+        }
+        if self.answers_cut > 0 {
+            let _ = writeln!(
+                s,
+                "\n{} answers were longer than {} bytes and were cut, unread (each counted as a failed attempt).",
+                self.answers_cut,
+                crate::body::MAX_ANSWER_BYTES
+            );
         }
         let _ = writeln!(
             s,
@@ -668,6 +691,7 @@ mod tests {
                 anomalies,
                 by_behaviour: BTreeMap::new(),
                 unknown_orders: 0,
+                answers_cut: 0,
                 attempt_latency: attempt,
                 payment_latency: payment,
                 fulfillment: None,

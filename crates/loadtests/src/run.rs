@@ -244,6 +244,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             anomalies: rec.anomalies,
             by_behaviour: rec.by_behaviour,
             unknown_orders: rec.unknown_orders,
+            answers_cut: rec.answers_cut,
             attempt_latency: state.attempt_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             payment_latency: state.payment_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             fulfillment,

@@ -179,7 +179,10 @@ pub async fn provider_profile(client: &reqwest::Client, provider: &str, token: O
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
-    let v: serde_json::Value = req.send().await.ok()?.json().await.ok()?;
+    let body = crate::body::read_capped(req.send().await.ok()?, crate::body::MAX_ANSWER_BYTES)
+        .await
+        .ok()??;
+    let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
     v["profile"]["name"].as_str().map(str::to_string)
 }
 

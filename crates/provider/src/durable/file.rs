@@ -1,6 +1,17 @@
 //! The log file's format: a 12-byte header (`FAUXPAYL`, then the schema version as a
 //! little-endian u32), then frames of `payload length (u32 LE), CRC-32 of the payload
-//! (u32 LE), payload`. Reading it back finds a torn tail and says where to cut it.
+//! (u32 LE), payload`, each payload a JSON record (`{…}`).
+//!
+//! Reading it back never loses an acknowledged record in silence. A frame that does not
+//! check out is either repaired, cut as a torn last write, or refused:
+//! - a flipped bit in a frame's checksum field (the stored CRC one bit off the payload's)
+//!   or in its length field (the payload, up to where the next whole frame starts, has the
+//!   stored CRC) is repaired, and said;
+//! - what follows the last whole frame, when no whole frame comes after it, is a torn last
+//!   write and is cut: a partial frame, a zero-filled tail, appended garbage;
+//! - anything else (a damaged frame with whole frames after it, or a whole last frame
+//!   whose payload changed) refuses to start, naming the record, its byte offset and the
+//!   two ways forward (cut the log there, or move it away).
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
@@ -14,6 +25,8 @@ const MAGIC: &[u8; 8] = b"FAUXPAYL";
 const HEADER_LEN: u64 = 12;
 /// A frame longer than this is not one fauxpay wrote (a request body is at most 1 MiB).
 pub const MAX_FRAME: u32 = 64 << 20;
+/// The shortest payload fauxpay writes (`{}`): a frame with less is a zero-filled tail.
+const MIN_PAYLOAD: u32 = 2;
 
 /// Why a data dir cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -30,10 +43,11 @@ pub enum DataDirError {
     InUse(PathBuf, PathBuf),
     #[error("data dir {dir}: written by a newer fauxpay (schema {found}; this one reads up to {SCHEMA_VERSION}); refusing to use it")]
     Newer { dir: PathBuf, found: u32 },
-    #[error("data dir {dir}: the record at byte {offset} is corrupt ({why}) and {after} bytes follow it, so this is not a torn last write; refusing to start (move {file} away to start empty)")]
+    #[error("data dir {dir}: record {index} at byte {offset} of {file} is corrupt ({why}) and {after} bytes follow it, so this is not a torn last write; refusing to start. To start with the {index} records before it (losing it and every later one): truncate -s {offset} {file}; to start empty: move {file} away")]
     Corrupt {
         dir: PathBuf,
         file: PathBuf,
+        index: u64,
         offset: u64,
         after: u64,
         why: &'static str,
@@ -58,6 +72,9 @@ pub struct Recovered {
     pub torn_bytes: u64,
     /// Whether the log file was created now (an empty data dir).
     pub created: bool,
+    /// Records whose frame was damaged and repaired (a flipped bit in its length or
+    /// checksum field): `(index, offset, what was repaired)`.
+    pub repaired: Vec<(u64, u64, &'static str)>,
 }
 
 /// Encodes one frame around `payload` into `out`.
@@ -139,57 +156,79 @@ pub fn open(
             found: version,
         });
     }
+    drop(reader);
     let mut offset = HEADER_LEN;
-    let mut payload = Vec::new();
-    loop {
-        let remaining = len - offset;
-        if remaining == 0 {
-            break;
-        }
-        let corrupt = |why: &'static str, frame_end: u64| {
-            if frame_end >= len {
-                Ok(())
-            } else {
-                Err(DataDirError::Corrupt {
-                    dir: dir.to_path_buf(),
-                    file: path.clone(),
-                    offset,
-                    after: len - frame_end,
-                    why,
-                })
-            }
-        };
-        if remaining < 8 {
-            break; // a torn frame header
-        }
-        let mut head = [0u8; 8];
-        reader.read_exact(&mut head).map_err(io(dir))?;
-        let size = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-        let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-        let frame_end = offset + 8 + u64::from(size);
-        if size > MAX_FRAME {
-            corrupt("impossible length", len)?;
-            break;
-        }
-        if frame_end > len {
-            break; // a torn payload
-        }
-        payload.resize(size as usize, 0);
-        reader.read_exact(&mut payload).map_err(io(dir))?;
-        if crc32fast::hash(&payload) != crc {
-            corrupt("checksum mismatch", frame_end)?;
-            break;
-        }
-        each(found.records, offset, &payload).map_err(|why| DataDirError::Unreadable {
+    let mut frames = Frames::new(&file, len);
+    while offset < len {
+        let corrupt = |why: &'static str| DataDirError::Corrupt {
             dir: dir.to_path_buf(),
+            file: path.clone(),
             index: found.records,
             offset,
+            after: len - offset,
             why,
-        })?;
-        found.records += 1;
-        offset = frame_end;
+        };
+        let (payload, next) = match frames.at(offset).map_err(io(dir))? {
+            Frame::Whole { end, payload } => (payload, end),
+            Frame::Damaged {
+                stored_crc,
+                declared_end,
+                payload_len_ok,
+            } => {
+                // A flipped bit in the checksum field: the payload is the one written.
+                if let Some(end) = declared_end.filter(|_| payload_len_ok) {
+                    let payload = frames.payload(offset, end).map_err(io(dir))?;
+                    if (crc32fast::hash(&payload) ^ stored_crc).count_ones() == 1 {
+                        found
+                            .repaired
+                            .push((found.records, offset, "a flipped bit in its checksum"));
+                        each_record(&mut each, &mut found, dir, offset, &payload)?;
+                        offset = end;
+                        continue;
+                    }
+                }
+                match frames
+                    .next_whole(offset + 8 + u64::from(MIN_PAYLOAD))
+                    .map_err(io(dir))?
+                {
+                    Some(start) => {
+                        // A flipped bit in the length field: the payload runs up to the next
+                        // whole frame, and has the stored checksum.
+                        let payload = frames.payload(offset, start).map_err(io(dir))?;
+                        if crc32fast::hash(&payload) != stored_crc {
+                            return Err(corrupt("its length or checksum does not match its payload"));
+                        }
+                        found.repaired.push((found.records, offset, "a wrong length field"));
+                        (payload, start)
+                    }
+                    None => {
+                        // Nothing whole follows. A last frame whose length was hit still
+                        // ends at the end of the file with the stored checksum.
+                        if len - offset >= 8 + u64::from(MIN_PAYLOAD) && len - offset - 8 <= u64::from(MAX_FRAME) {
+                            let payload = frames.payload(offset, len).map_err(io(dir))?;
+                            if crc32fast::hash(&payload) == stored_crc {
+                                found.repaired.push((found.records, offset, "a wrong length field"));
+                                each_record(&mut each, &mut found, dir, offset, &payload)?;
+                                offset = len;
+                                break;
+                            }
+                        }
+                        // A whole frame that was written to its last byte, then changed, is
+                        // damage; a torn write leaves its frame short of the end, or zeros.
+                        if let Some(end) = declared_end.filter(|_| payload_len_ok) {
+                            let payload = frames.payload(offset, end).map_err(io(dir))?;
+                            if payload.last().is_some_and(|b| *b != 0) && payload.first() == Some(&b'{') {
+                                return Err(corrupt("checksum mismatch"));
+                            }
+                        }
+                        break; // a torn last write
+                    }
+                }
+            }
+        };
+        each_record(&mut each, &mut found, dir, offset, &payload)?;
+        offset = next;
     }
-    drop(reader);
     found.valid_len = offset;
     found.torn_bytes = len - offset;
     if found.torn_bytes > 0 {
@@ -198,6 +237,132 @@ pub fn open(
     }
     file.seek(SeekFrom::Start(offset)).map_err(io(dir))?;
     Ok((file, found))
+}
+
+fn each_record(
+    each: &mut impl FnMut(u64, u64, &[u8]) -> Result<(), String>,
+    found: &mut Recovered,
+    dir: &Path,
+    offset: u64,
+    payload: &[u8],
+) -> Result<(), DataDirError> {
+    each(found.records, offset, payload).map_err(|why| DataDirError::Unreadable {
+        dir: dir.to_path_buf(),
+        index: found.records,
+        offset,
+        why,
+    })?;
+    found.records += 1;
+    Ok(())
+}
+
+/// What the bytes at an offset hold.
+enum Frame {
+    /// A frame whose length fits, whose payload is a record's and has its checksum.
+    Whole { end: u64, payload: Vec<u8> },
+    /// Anything else: the stored checksum, where the frame would end by its length (if
+    /// that is inside the file), and whether that length is one fauxpay could write.
+    Damaged {
+        stored_crc: u32,
+        declared_end: Option<u64>,
+        payload_len_ok: bool,
+    },
+}
+
+/// The log's bytes by position, through a read-ahead window: sequential reading costs one
+/// read per window, and a resync can look ahead without losing its place.
+struct Frames<'f> {
+    file: &'f File,
+    len: u64,
+    window: Vec<u8>,
+    window_start: u64,
+}
+
+const WINDOW: usize = 4 << 20;
+
+impl<'f> Frames<'f> {
+    fn new(file: &'f File, len: u64) -> Self {
+        Self {
+            file,
+            len,
+            window: Vec::new(),
+            window_start: 0,
+        }
+    }
+
+    /// `n` bytes at `offset` (which the caller knows are inside the file).
+    fn bytes(&mut self, offset: u64, n: usize) -> std::io::Result<&[u8]> {
+        use std::os::unix::fs::FileExt;
+        let inside = offset >= self.window_start && offset + n as u64 <= self.window_start + self.window.len() as u64;
+        if !inside {
+            let want = n.max(WINDOW).min((self.len - offset) as usize);
+            self.window.resize(want, 0);
+            self.file.read_exact_at(&mut self.window, offset)?;
+            self.window_start = offset;
+        }
+        let at = (offset - self.window_start) as usize;
+        Ok(&self.window[at..at + n])
+    }
+
+    fn header(&mut self, offset: u64) -> std::io::Result<Option<(u32, u32)>> {
+        if self.len - offset < 8 {
+            return Ok(None);
+        }
+        let head = self.bytes(offset, 8)?;
+        Ok(Some((
+            u32::from_le_bytes([head[0], head[1], head[2], head[3]]),
+            u32::from_le_bytes([head[4], head[5], head[6], head[7]]),
+        )))
+    }
+
+    /// The payload of the frame at `offset` that ends at `end`.
+    fn payload(&mut self, offset: u64, end: u64) -> std::io::Result<Vec<u8>> {
+        Ok(self.bytes(offset + 8, (end - offset - 8) as usize)?.to_vec())
+    }
+
+    fn at(&mut self, offset: u64) -> std::io::Result<Frame> {
+        let Some((size, crc)) = self.header(offset)? else {
+            return Ok(Frame::Damaged {
+                stored_crc: 0,
+                declared_end: None,
+                payload_len_ok: false,
+            });
+        };
+        let end = offset + 8 + u64::from(size);
+        let payload_len_ok = (MIN_PAYLOAD..=MAX_FRAME).contains(&size);
+        let declared_end = (end <= self.len).then_some(end);
+        if payload_len_ok && declared_end.is_some() {
+            let payload = self.bytes(offset + 8, size as usize)?;
+            if payload[0] == b'{' && crc32fast::hash(payload) == crc {
+                let payload = payload.to_vec();
+                return Ok(Frame::Whole { end, payload });
+            }
+        }
+        Ok(Frame::Damaged {
+            stored_crc: crc,
+            declared_end,
+            payload_len_ok,
+        })
+    }
+
+    /// Where the first whole frame at or after `from` starts, if any. Cheap on what cannot
+    /// be a frame: a candidate needs a plausible length and a `{` where its payload
+    /// starts; only then is its checksum computed.
+    fn next_whole(&mut self, from: u64) -> std::io::Result<Option<u64>> {
+        let mut at = from;
+        while at + 8 + u64::from(MIN_PAYLOAD) <= self.len {
+            let head = self.bytes(at, 9)?;
+            let size = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+            if (MIN_PAYLOAD..=MAX_FRAME).contains(&size)
+                && head[8] == b'{'
+                && matches!(self.at(at)?, Frame::Whole { .. })
+            {
+                return Ok(Some(at));
+            }
+            at += 1;
+        }
+        Ok(None)
+    }
 }
 
 fn read_prefix(file: &mut File, len: u64) -> std::io::Result<Vec<u8>> {
@@ -216,11 +381,11 @@ mod tests {
         d
     }
 
-    fn write_frames(d: &Path, payloads: &[&[u8]]) -> u64 {
+    fn write_frames<P: AsRef<[u8]>>(d: &Path, payloads: &[P]) -> u64 {
         let (mut f, _) = open(d, |_, _, _| Ok(())).unwrap();
         let mut buf = Vec::new();
         for p in payloads {
-            encode_frame(p, &mut buf);
+            encode_frame(p.as_ref(), &mut buf);
         }
         f.write_all(&buf).unwrap();
         f.metadata().unwrap().len()
@@ -235,41 +400,124 @@ mod tests {
         Ok((seen, r))
     }
 
+    /// `n` records as fauxpay writes them (JSON objects), of varied lengths.
+    fn records(n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!(r#"{{"commit":{i},"pad":"{}"}}"#, "x".repeat(i * 7 % 61)).into_bytes())
+            .collect()
+    }
+
+    /// Where each frame starts in a log of `payloads`.
+    fn offsets(payloads: &[Vec<u8>]) -> Vec<u64> {
+        let mut at = HEADER_LEN;
+        payloads
+            .iter()
+            .map(|p| {
+                let o = at;
+                at += 8 + p.len() as u64;
+                o
+            })
+            .collect()
+    }
+
     #[test]
     fn frames_come_back_in_order() {
         let d = dir("order");
-        write_frames(&d, &[b"one", b"two", b""]);
+        let payloads = records(3);
+        write_frames(&d, &payloads);
         let (seen, r) = read_all(&d).unwrap();
-        assert_eq!(seen, vec![b"one".to_vec(), b"two".to_vec(), vec![]]);
+        assert_eq!(seen, payloads);
         assert_eq!((r.records, r.torn_bytes, r.created), (3, 0, false));
+        assert!(r.repaired.is_empty());
     }
 
     #[test]
     fn a_torn_last_frame_is_cut_at_the_last_whole_one() {
-        for cut in 1..=10u64 {
+        let payloads = records(2);
+        let last = 8 + payloads[1].len() as u64;
+        for cut in 1..=last {
             let d = dir(&format!("torn{cut}"));
-            let len = write_frames(&d, &[b"first", b"second!"]);
+            let len = write_frames(&d, &payloads);
             let f = OpenOptions::new().write(true).open(d.join(LOG_FILE)).unwrap();
             f.set_len(len - cut).unwrap();
             let (seen, r) = read_all(&d).unwrap();
-            assert_eq!(seen, vec![b"first".to_vec()], "cut {cut}");
-            assert_eq!(r.torn_bytes, 15 - cut, "cut {cut}");
+            assert_eq!(seen, payloads[..1], "cut {cut}");
+            assert_eq!(r.torn_bytes, last - cut, "cut {cut}");
             // Cut for good: reading again finds nothing torn.
             assert_eq!(read_all(&d).unwrap().1.torn_bytes, 0);
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+
+    /// Every bit of every frame's length and checksum fields, flipped one at a time: each
+    /// log reads back every record, says which it repaired, and leaves the rest alone.
+    #[test]
+    fn a_flipped_bit_in_any_length_or_checksum_field_loses_nothing() {
+        let payloads = records(200);
+        let starts = offsets(&payloads);
+        let d = dir("flips");
+        write_frames(&d, &payloads);
+        let path = d.join(LOG_FILE);
+        let clean = std::fs::read(&path).unwrap();
+        for (index, &start) in starts.iter().enumerate() {
+            for bit in 0..64 {
+                let mut bytes = clean.clone();
+                bytes[start as usize + bit / 8] ^= 1 << (bit % 8);
+                std::fs::write(&path, &bytes).unwrap();
+                let (seen, r) = read_all(&d).unwrap_or_else(|e| panic!("record {index}, bit {bit}: {e}"));
+                assert!(
+                    seen == payloads,
+                    "record {index}, bit {bit}: {} records back",
+                    seen.len()
+                );
+                assert_eq!(r.repaired.len(), 1, "record {index}, bit {bit}");
+                assert_eq!(r.repaired[0].0, index as u64, "record {index}, bit {bit}");
+                assert_eq!(r.torn_bytes, 0, "record {index}, bit {bit}");
+            }
         }
     }
 
     #[test]
-    fn a_corrupt_frame_before_the_end_is_refused() {
-        let d = dir("corrupt");
-        write_frames(&d, &[b"first", b"second", b"third"]);
-        let mut bytes = std::fs::read(d.join(LOG_FILE)).unwrap();
-        bytes[HEADER_LEN as usize + 9] ^= 0xFF; // inside "first"
-        std::fs::write(d.join(LOG_FILE), &bytes).unwrap();
-        let e = read_all(&d).unwrap_err().to_string();
-        assert!(e.contains("checksum mismatch") && e.contains("byte 12"), "{e}");
-        // Nothing was cut.
-        assert_eq!(std::fs::read(d.join(LOG_FILE)).unwrap(), bytes);
+    fn a_zero_tail_or_appended_garbage_is_cut_and_nothing_else() {
+        let payloads = records(20);
+        for (name, tail) in [
+            ("zeros16", vec![0u8; 16]),
+            ("zeros4k", vec![0u8; 4096]),
+            (
+                "garbage",
+                (0..3000u32)
+                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                    .collect(),
+            ),
+            ("a-header", vec![1, 0, 0, 0, 9, 9, 9, 9]),
+        ] {
+            let d = dir(name);
+            write_frames(&d, &payloads);
+            let mut f = OpenOptions::new().append(true).open(d.join(LOG_FILE)).unwrap();
+            f.write_all(&tail).unwrap();
+            let (seen, r) = read_all(&d).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(seen, payloads, "{name}");
+            assert_eq!(r.torn_bytes, tail.len() as u64, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_changed_payload_is_refused_naming_the_record_and_the_remedy() {
+        let payloads = records(30);
+        let starts = offsets(&payloads);
+        for index in [0usize, 17, 29] {
+            let d = dir(&format!("payload{index}"));
+            write_frames(&d, &payloads);
+            let path = d.join(LOG_FILE);
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[starts[index] as usize + 12] ^= 0x04; // inside the record's JSON
+            std::fs::write(&path, &bytes).unwrap();
+            let e = read_all(&d).unwrap_err().to_string();
+            assert!(e.contains(&format!("record {index} at byte {}", starts[index])), "{e}");
+            assert!(e.contains(&format!("truncate -s {}", starts[index])), "{e}");
+            // Nothing was cut.
+            assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        }
     }
 
     #[test]

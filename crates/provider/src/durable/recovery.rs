@@ -38,6 +38,10 @@ pub struct Summary {
     pub resumed_deliveries: u64,
     /// Bytes of a torn last write, cut off.
     pub torn_bytes: u64,
+    /// Records whose frame was damaged and repaired: (index, byte offset, what).
+    pub repaired: Vec<(u64, u64, &'static str)>,
+    /// Records that repeated an earlier write (a duplicated frame), skipped.
+    pub repeats: u64,
     pub created: bool,
     pub took: Duration,
     /// Writes that answered another status when run again than when they were made
@@ -66,6 +70,18 @@ impl Summary {
             line.push_str(&format!(
                 "; the last write was torn ({} bytes after the last whole record were discarded)",
                 self.torn_bytes
+            ));
+        }
+        if let Some((index, offset, what)) = self.repaired.first() {
+            line.push_str(&format!(
+                "; repaired {} (first: record {index} at byte {offset}, {what}): nothing was lost",
+                count(self.repaired.len() as u64, "damaged record", "damaged records"),
+            ));
+        }
+        if self.repeats > 0 {
+            line.push_str(&format!(
+                "; skipped {} that repeated an earlier write",
+                count(self.repeats, "record", "records"),
             ));
         }
         if self.diverged > 0 {
@@ -97,7 +113,13 @@ pub fn open(
         replay.apply(record)
     })?;
     let resumed = replay.resume_deliveries();
-    let (commits, diverged, first_divergence) = (replay.commits, replay.diverged, replay.first_divergence.take());
+    let (commits, diverged, first_divergence, repeats) = (
+        replay.commits,
+        replay.diverged,
+        replay.first_divergence.take(),
+        replay.repeats,
+    );
+    drop(replay);
     let log = DataLog::start(log_file, fsync).map_err(|source| DataDirError::Io {
         dir: dir.to_path_buf(),
         source,
@@ -107,6 +129,7 @@ pub fn open(
         records,
         torn_bytes,
         created,
+        repaired,
         ..
     } = found;
     Ok((
@@ -116,6 +139,8 @@ pub fn open(
             commits,
             resumed_deliveries: resumed,
             torn_bytes,
+            repaired,
+            repeats,
             created,
             took: started.elapsed(),
             diverged,
@@ -148,6 +173,11 @@ struct Replay<'a> {
     first_divergence: Option<String>,
     /// Deliveries that ended: (event id, endpoint URL) → acknowledged (else out of retries).
     ended: HashMap<(String, String), bool>,
+    /// Every write's request id so far: a record that repeats one (a duplicated frame)
+    /// is skipped, not run twice.
+    seen: std::collections::HashSet<RequestId>,
+    /// Records skipped as repeats of an earlier one.
+    repeats: u64,
 }
 
 impl<'a> Replay<'a> {
@@ -160,6 +190,8 @@ impl<'a> Replay<'a> {
             diverged: 0,
             first_divergence: None,
             ended: HashMap::new(),
+            seen: std::collections::HashSet::new(),
+            repeats: 0,
         }
     }
 
@@ -170,6 +202,12 @@ impl<'a> Replay<'a> {
     fn apply(&mut self, record: Record) -> Result<(), String> {
         match record {
             Record::Commit(c) => {
+                let request_id =
+                    RequestId::parse(&c.request_id).ok_or_else(|| format!("request id {}", c.request_id))?;
+                if !self.seen.insert(request_id) {
+                    self.repeats += 1;
+                    return Ok(());
+                }
                 self.commit(*c)?;
                 self.commits += 1;
             }

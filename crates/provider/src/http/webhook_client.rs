@@ -202,6 +202,9 @@ impl Client {
             reqwest::Client::builder()
                 .user_agent(USER_AGENT_VALUE)
                 .pool_max_idle_per_host(self.max_idle)
+                // A redirect is an answer like any other non-2xx (a failed delivery), as
+                // on the plain-http path; Stripe does not follow them either.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default()
         });
@@ -214,8 +217,20 @@ impl Client {
             .await
             .map_err(|e| failed(&e))?;
         let status = answer.status().as_u16();
-        // Read the body, so the connection can be reused.
-        answer.bytes().await.map_err(|e| failed(&e))?;
+        // Read the body (up to 64 KiB, as on the plain path), so the connection can be
+        // reused; a longer one is dropped unread, with its connection.
+        let mut answer = answer;
+        let mut read = 0;
+        while let Some(chunk) = answer.chunk().await.map_err(|e| failed(&e))? {
+            read += chunk.len();
+            if read > MAX_ANSWER_BYTES {
+                tracing::debug!(
+                    url,
+                    "a webhook answer over {MAX_ANSWER_BYTES} bytes: the rest is not read"
+                );
+                break;
+            }
+        }
         Ok(status)
     }
 }

@@ -4,8 +4,14 @@
 //! that CA the way a user points it at a local https merchant (mkcert, a staging CA):
 //! `SSL_CERT_FILE` names the CA's PEM file.
 //!
-//! Its own test binary, because `SSL_CERT_FILE` is process-wide: it is set before the
-//! runtime and the provider start, and no other test shares the process.
+//! Its own process, because `SSL_CERT_FILE` is process-wide: the test runs this test
+//! binary again for one ignored test (`in_its_own_process`), with the variable set for
+//! that child only, so no other test shares its environment.
+//!
+//! Three receivers: one that answers 200 (each event once, signed), one that answers 200
+//! with an endless body (the provider reads 64 KiB of it and stays small), and one that
+//! answers 302 (a failed delivery, as on the plain-http path: the redirect is not
+//! followed).
 
 use fauxpay_testkit::provider as common;
 
@@ -28,6 +34,8 @@ use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
 const SECRET: &str = "whsec_tls_test";
+
+type BoxBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 
 /// A CA, and a certificate for `localhost` and 127.0.0.1 that it signed: (the CA's PEM,
 /// the server's certificate chain and key).
@@ -54,8 +62,18 @@ struct Got {
     requests: u32,
 }
 
-/// Serves HTTP/1 over TLS on `listener`: every POST is checked and answered 200.
-fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, got: Arc<Mutex<Got>>) {
+/// What a receiver answers.
+#[derive(Clone, Copy)]
+enum Answer {
+    Ok,
+    /// 200, then a body that never ends (1 MiB chunks).
+    Endless,
+    /// 302 to a plain-http address.
+    Redirect(u16),
+}
+
+/// Serves HTTP/1 over TLS on `listener`: every POST is checked and answered as `answer`.
+fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, got: Arc<Mutex<Got>>, answer: Answer) {
     got.lock().unwrap().all_signed = true;
     tokio::spawn(async move {
         loop {
@@ -84,7 +102,28 @@ fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, got: Arc<Mutex<Got>>)
                             .entry(json["id"].as_str().unwrap_or("?").to_string())
                             .or_default() += 1;
                         g.types.push(json["type"].as_str().unwrap_or("?").to_string());
-                        Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from_static(b"{}"))))
+                        drop(g);
+                        let body: BoxBody = match answer {
+                            Answer::Ok | Answer::Redirect(_) => {
+                                Full::new(Bytes::from_static(b"{}")).map_err(|e| match e {}).boxed()
+                            }
+                            Answer::Endless => {
+                                let chunk = Bytes::from(vec![b' '; 1 << 20]);
+                                let frames = futures_util::stream::repeat_with(move || {
+                                    Ok::<_, hyper::Error>(hyper::body::Frame::data(chunk.clone()))
+                                });
+                                http_body_util::StreamBody::new(frames).boxed()
+                            }
+                        };
+                        let mut resp = hyper::Response::new(body);
+                        if let Answer::Redirect(port) = answer {
+                            *resp.status_mut() = hyper::StatusCode::FOUND;
+                            resp.headers_mut().insert(
+                                "location",
+                                format!("http://127.0.0.1:{port}/elsewhere").parse().unwrap(),
+                            );
+                        }
+                        Ok::<_, hyper::Error>(resp)
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -96,79 +135,178 @@ fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, got: Arc<Mutex<Got>>)
 }
 
 #[test]
-fn signed_events_reach_an_https_receiver_once_each() {
+fn https_deliveries_are_signed_bounded_and_never_redirected() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "webhooks_tls::in_its_own_process",
+            "--ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env("FAUXPAY_TLS_CHILD", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success() && text.contains("1 passed"), "{text}");
+}
+
+/// The TLS receivers, a CA file in `SSL_CERT_FILE`, and a provider per receiver; only in
+/// the child process the test above starts.
+#[test]
+#[ignore = "run by https_deliveries_are_signed_bounded_and_never_redirected, in a process of its own"]
+fn in_its_own_process() {
+    assert!(
+        std::env::var_os("FAUXPAY_TLS_CHILD").is_some(),
+        "run through its parent test"
+    );
     let (ca_pem, chain, key) = certificates();
     let ca_file = std::env::temp_dir().join(format!("fauxpay-webhooks-tls-ca-{}.pem", std::process::id()));
     std::fs::write(&ca_file, ca_pem).unwrap();
-    // Before any thread or TLS client exists: the provider's TLS client reads it when
-    // the first https delivery builds it.
+    // Before any TLS client exists: the provider's TLS client reads it when the first
+    // https delivery builds it. This process runs no other test.
     std::env::set_var("SSL_CERT_FILE", &ca_file);
-
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        let server = ServerConfig::builder()
+    let tls = Arc::new(
+        ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(chain, key)
-            .unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let got = Arc::new(Mutex::new(Got::default()));
-        serve_tls(listener, TlsAcceptor::from(Arc::new(server)), got.clone());
-
-        let h = Harness::start(Config {
-            webhooks: vec![WebhookTarget {
-                url: format!("https://localhost:{port}/hook"),
-                secret: SECRET.into(),
-            }],
-            delivery: Settings {
-                // No retry: each event must arrive on its first send.
-                retries: Vec::new(),
-                timeout: Duration::from_secs(5),
-                concurrency: 4,
-            },
-            ..Config::default()
-        })
-        .await;
-
-        for i in 0..5 {
-            let r = h
-                .form(
-                    "/v1/payment_intents",
-                    &common::charge_body(&format!("tls-{i}"), "pm_card_visa"),
-                    Some(&format!("tls-key-{i}")),
-                )
-                .await;
-            assert_eq!(r.status(), 200);
-        }
-        let (status, drained) = common::json(
-            h.client
-                .get(h.url("/__fauxpay/webhooks/drain?timeout=20s"))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(status, 200);
-        let (_, events) = common::json(h.get("/v1/events?limit=100").send().await.unwrap()).await;
-        let listed = events["data"].as_array().unwrap();
-        let got = got.lock().unwrap();
-        assert_eq!(listed.len(), 15, "5 confirmed payments make 3 events each: {events}");
-        assert_eq!(
-            got.times.len(),
-            listed.len(),
-            "every event reached the https receiver (drain said {drained}; got {:?})",
-            got.times
-        );
-        assert!(got.times.values().all(|&n| n == 1), "each event once: {:?}", got.times);
-        assert!(got.all_signed, "every delivery verified with the endpoint's secret");
-        for e in listed {
-            assert_eq!(e["pending_webhooks"], 0, "acknowledged: {e}");
-        }
-        assert!(
-            got.types.iter().any(|t| t == "payment_intent.succeeded"),
-            "{:?}",
-            got.types
-        );
+            .unwrap(),
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        signed_events_reach_an_https_receiver_once_each(tls.clone()).await;
+        an_endless_answer_is_read_only_in_part(tls.clone()).await;
+        a_redirect_is_a_failed_delivery(tls).await;
     });
     let _ = std::fs::remove_file(&ca_file);
+}
+
+/// A receiver answering `answer`, and a provider delivering to it with no retry.
+async fn receiver_and_provider(tls: Arc<ServerConfig>, answer: Answer) -> (Arc<Mutex<Got>>, Harness) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Got::default()));
+    serve_tls(listener, TlsAcceptor::from(tls), got.clone(), answer);
+    let h = Harness::start(Config {
+        webhooks: vec![WebhookTarget {
+            url: format!("https://localhost:{port}/hook"),
+            secret: SECRET.into(),
+        }],
+        delivery: Settings {
+            // No retry: each event must arrive on its first send.
+            retries: Vec::new(),
+            timeout: Duration::from_secs(5),
+            concurrency: 4,
+        },
+        ..Config::default()
+    })
+    .await;
+    (got, h)
+}
+
+async fn pay_and_drain(h: &Harness, n: usize, prefix: &str) -> Value {
+    for i in 0..n {
+        let r = h
+            .form(
+                "/v1/payment_intents",
+                &common::charge_body(&format!("{prefix}-{i}"), "pm_card_visa"),
+                Some(&format!("{prefix}-key-{i}")),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let (status, drained) = common::json(
+        h.client
+            .get(h.url("/__fauxpay/webhooks/drain?timeout=20s"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{drained}");
+    drained
+}
+
+/// Resident memory of this process, in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+async fn an_endless_answer_is_read_only_in_part(tls: Arc<ServerConfig>) {
+    let (got, h) = receiver_and_provider(tls, Answer::Endless).await;
+    let before = rss();
+    pay_and_drain(&h, 3, "endless").await;
+    let grew = rss().saturating_sub(before);
+    assert_eq!(
+        got.lock().unwrap().requests,
+        9,
+        "3 payments, 3 events each, each sent once"
+    );
+    assert!(
+        grew < 64 << 20,
+        "reading endless answers grew the process by {grew} bytes"
+    );
+    let (_, log) = common::json(h.client.get(h.url("/__fauxpay/webhooks")).send().await.unwrap()).await;
+    let attempts = log["data"].as_array().expect("the delivery log");
+    assert!(
+        attempts
+            .iter()
+            .all(|a| a["result"] == "delivered" && a["status"] == 200),
+        "a 200 is a delivery, however long its body: {log}"
+    );
+}
+
+async fn a_redirect_is_a_failed_delivery(tls: Arc<ServerConfig>) {
+    // Where the redirect points: a plain-http listener that must never be reached.
+    let elsewhere = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = elsewhere.local_addr().unwrap().port();
+    let (got, h) = receiver_and_provider(tls, Answer::Redirect(port)).await;
+    pay_and_drain(&h, 1, "redirect").await;
+    assert_eq!(got.lock().unwrap().requests, 3);
+    let (_, log) = common::json(h.client.get(h.url("/__fauxpay/webhooks")).send().await.unwrap()).await;
+    let attempts = log["data"].as_array().expect("the delivery log");
+    assert_eq!(attempts.len(), 3, "{log}");
+    assert!(
+        attempts.iter().all(|a| a["result"] == "rejected" && a["status"] == 302),
+        "a redirect is not followed, and is not a delivery: {log}"
+    );
+    let reached = tokio::time::timeout(Duration::from_millis(200), elsewhere.accept()).await;
+    assert!(reached.is_err(), "the redirect's target was reached");
+}
+
+async fn signed_events_reach_an_https_receiver_once_each(tls: Arc<ServerConfig>) {
+    let (got, h) = receiver_and_provider(tls, Answer::Ok).await;
+    let drained = pay_and_drain(&h, 5, "tls").await;
+    let (_, log) = common::json(h.client.get(h.url("/__fauxpay/webhooks")).send().await.unwrap()).await;
+    let first_error = log["data"][0]["error"].clone();
+    let (_, events) = common::json(h.get("/v1/events?limit=100").send().await.unwrap()).await;
+    let listed = events["data"].as_array().unwrap();
+    let got = got.lock().unwrap();
+    assert_eq!(listed.len(), 15, "5 confirmed payments make 3 events each: {events}");
+    assert_eq!(
+        got.times.len(),
+        listed.len(),
+        "every event reached the https receiver (drain said {drained}; got {:?}; first error {first_error})",
+        got.times
+    );
+    assert!(got.times.values().all(|&n| n == 1), "each event once: {:?}", got.times);
+    assert!(got.all_signed, "every delivery verified with the endpoint's secret");
+    for e in listed {
+        assert_eq!(e["pending_webhooks"], 0, "acknowledged: {e}");
+    }
+    assert!(
+        got.types.iter().any(|t| t == "payment_intent.succeeded"),
+        "{:?}",
+        got.types
+    );
 }
