@@ -179,11 +179,91 @@ async fn exit_codes_for_bad_configuration_and_unreachable_services() {
         .local_addr()
         .unwrap();
     let nowhere = format!("http://{closed}");
-    let down = load("down", &["--target", &url, "--provider", &nowhere]).await;
+    let down = load(
+        "down",
+        &["--target", &url, "--provider", &nowhere, "--wait-ready", "300ms"],
+    )
+    .await;
     assert_eq!(down.code, 3, "{}", down.stderr);
     assert!(down.stderr.contains("provider is unreachable"), "{}", down.stderr);
-    let no_target = load("notarget", &["--target", &nowhere, "--provider", &url]).await;
+    assert!(
+        down.stderr.contains("waiting up to 300ms"),
+        "one line says it waits: {}",
+        down.stderr
+    );
+    let no_target = load(
+        "notarget",
+        &["--target", &nowhere, "--provider", &url, "--wait-ready", "0s"],
+    )
+    .await;
     assert_eq!(no_target.code, 3);
+    assert!(!no_target.stderr.contains("waiting"), "{}", no_target.stderr);
+}
+
+/// Started with `&` a moment before its provider (docker compose, a CI step, a pasted
+/// block), `fauxpay load` waits for it: the provider comes up only once load has said it
+/// waits, and the run then goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_waits_for_a_provider_that_comes_up_late() {
+    use std::io::BufRead;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = out_dir("late");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args([
+            "load",
+            "--target",
+            &url,
+            "--provider",
+            &url,
+            "--template",
+            "stripe",
+            "--users",
+            "2",
+        ])
+        .args([
+            "--iterations",
+            "2",
+            "--increase-rate",
+            "1000",
+            "--wait-ready",
+            "20s",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its stderr, read to the end (so it never blocks on a full pipe); the line that says
+    // it waits is the signal to start the provider.
+    let stderr = child.stderr.take().unwrap();
+    let (said, waiting) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("waiting up to 20s") {
+                let _ = said.send(());
+            }
+        }
+    });
+    let waited = tokio::task::spawn_blocking(move || waiting.recv_timeout(std::time::Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert!(waited.is_ok(), "load said that it waits");
+    let h = Harness::start_on(
+        fauxpay_provider::Config::default(),
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    )
+    .await;
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(h.summary().await["charges"], 4);
 }
 
 #[tokio::test]

@@ -34,6 +34,11 @@ pub struct LoadArgs {
     /// Per-attempt client timeout.
     #[arg(long, default_value = "2s", value_parser = duration, help_heading = "fauxpay")]
     pub client_timeout: Duration,
+    /// How long to wait, before the run, for the provider's health endpoint and the
+    /// target to answer (services started a moment ago with `&`, or by docker compose);
+    /// 0s: do not wait. Past it, exit 3.
+    #[arg(long, default_value = "10s", value_parser = duration, help_heading = "fauxpay")]
+    pub wait_ready: Duration,
     /// Attempts per logical payment (the first included).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "fauxpay")]
     pub max_attempts: u32,

@@ -101,7 +101,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .timeout(Duration::from_secs(30))
         .build()
         .map_err(|e| LoadError::Goose(e.to_string()))?;
-    preflight(&http, &target, &provider).await?;
+    preflight(&http, &target, &provider, args.wait_ready).await?;
     let admin_token = args.admin_token.as_deref();
     // The delivery counters before the run: fulfilment is judged only if webhooks flowed.
     let deliveries_before = match template.fulfillment {
@@ -425,8 +425,31 @@ fn base_url(flag: &str, s: &str) -> Result<String, ConfigError> {
     Ok(s.trim_end_matches('/').to_string())
 }
 
-/// Exit 3 before the run when the provider's health endpoint or the target is unreachable.
-async fn preflight(http: &reqwest::Client, target: &str, provider: &str) -> Result<(), LoadError> {
+/// Exit 3 before the run when the provider's health endpoint or the target does not
+/// answer within `wait` (one line says that it waits, if it has to).
+async fn preflight(http: &reqwest::Client, target: &str, provider: &str, wait: Duration) -> Result<(), LoadError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut said = false;
+    loop {
+        match ready(http, target, provider).await {
+            Ok(()) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+            Err(_) => {
+                if !said {
+                    eprintln!(
+                        "fauxpay load: waiting up to {} for the provider ({provider}) and the target ({target}) to answer",
+                        humantime::format_duration(wait)
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// Whether the provider's health endpoint answers 2xx and the target answers at all.
+async fn ready(http: &reqwest::Client, target: &str, provider: &str) -> Result<(), LoadError> {
     let health = format!("{provider}/__fauxpay/health");
     let unreachable = |what, url: &str, reason: String| LoadError::Unreachable {
         what,

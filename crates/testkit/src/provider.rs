@@ -23,9 +23,12 @@ pub struct Harness {
 
 impl Harness {
     pub async fn start(config: Config) -> Self {
-        let provider = RunningProvider::start(config, "127.0.0.1:0".parse().unwrap())
-            .await
-            .expect("provider starts");
+        Self::start_on(config, "127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// [`Harness::start`] on a given address.
+    pub async fn start_on(config: Config, addr: std::net::SocketAddr) -> Self {
+        let provider = RunningProvider::start(config, addr).await.expect("provider starts");
         Self {
             provider,
             client: Client::new(),
