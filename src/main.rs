@@ -81,6 +81,17 @@ fn main() -> ExitCode {
     }
 }
 
+/// `3 request rules`, `2 webhook rules`, `3 request rules and 2 webhook rules`, `no rules`.
+fn rule_counts(requests: usize, webhooks: usize) -> String {
+    let count = |n: usize, what: &str| format!("{n} {what} rule{}", if n == 1 { "" } else { "s" });
+    match (requests, webhooks) {
+        (0, 0) => "no rules".into(),
+        (r, 0) => count(r, "request"),
+        (0, w) => count(w, "webhook"),
+        (r, w) => format!("{} and {}", count(r, "request"), count(w, "webhook")),
+    }
+}
+
 /// `OUT/demo.log` for `fauxpay demo` without `RUST_LOG` (stderr if it cannot be created).
 fn demo_log(command: &Command) -> Option<std::fs::File> {
     let Command::Demo(args) = command else {
@@ -198,7 +209,11 @@ fn check_profiles(profiles: &[String]) -> anyhow::Result<()> {
     let mut failed = false;
     for p in profiles {
         match faults::bundled::load(p) {
-            Ok(profile) => println!("{p}: ok ({}: {} rules)", profile.name, profile.rules.len()),
+            Ok(profile) => println!(
+                "{p}: ok ({}: {})",
+                profile.name,
+                rule_counts(profile.rules.len(), profile.webhooks.len())
+            ),
             Err(e) => {
                 failed = true;
                 for line in e.lines() {
@@ -281,10 +296,14 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
         // The secret is printed as it is (`describe` lowercases its line).
-        let hooks = match args.webhooks.is_empty() {
+        let mut hooks = match args.webhooks.is_empty() {
             true => String::new(),
             false => format!(" webhooks={} webhook_secret={secret}", args.webhooks.join(",")),
         };
+        if let Some(dir) = &args.data_dir {
+            let fsync = format!("{:?}", args.fsync).to_lowercase();
+            hooks.push_str(&format!(" data_dir={} fsync={fsync}", dir.display()));
+        }
         tracing::info!(
             "fauxpay provider listening on http://{addr} ({}{hooks}); dashboard: http://{addr}/__fauxpay/",
             provider.config.describe()
@@ -317,5 +336,16 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutdown signal received: finishing in-flight requests");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rule_counts_name_both_kinds() {
+        assert_eq!(super::rule_counts(0, 2), "2 webhook rules");
+        assert_eq!(super::rule_counts(1, 0), "1 request rule");
+        assert_eq!(super::rule_counts(12, 1), "12 request rules and 1 webhook rule");
+        assert_eq!(super::rule_counts(0, 0), "no rules");
     }
 }

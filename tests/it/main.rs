@@ -9,6 +9,7 @@ mod ci_recipe;
 mod cli;
 mod compose;
 mod demo;
+mod doc_blocks;
 mod docs;
 mod durable;
 mod kubernetes;

@@ -36,20 +36,29 @@ pub fn files() -> Vec<PathBuf> {
         .collect()
 }
 
-/// A fenced code block: its info string (`sh`, `yaml`…), its text, and the prose of the
-/// paragraph before it.
+/// A fenced code block: its info string (`sh`, `yaml`…), its text, the prose of the
+/// paragraph before it, and the `<!-- docs-test: … -->` comment right before it, if any
+/// (what the docs test is told about the block), and the line it starts on.
 pub struct CodeBlock {
     pub info: String,
     pub text: String,
     pub before: String,
+    pub annotation: Option<String>,
+    pub line: usize,
 }
 
 pub fn code_blocks(markdown: &str) -> Vec<CodeBlock> {
     let mut out = Vec::new();
     let mut prose = String::new();
+    let mut annotation: Option<String> = None;
     let mut current: Option<CodeBlock> = None;
-    for event in Parser::new(markdown) {
+    for (event, range) in Parser::new(markdown).into_offset_iter() {
         match event {
+            Event::Html(html) | Event::InlineHtml(html) => {
+                if let Some(rest) = html.trim().strip_prefix("<!-- docs-test:") {
+                    annotation = Some(rest.trim_end_matches("-->").trim().to_string());
+                }
+            }
             Event::Start(Tag::CodeBlock(kind)) => {
                 let info = match kind {
                     CodeBlockKind::Fenced(info) => info.to_string(),
@@ -59,6 +68,8 @@ pub fn code_blocks(markdown: &str) -> Vec<CodeBlock> {
                     info,
                     text: String::new(),
                     before: std::mem::take(&mut prose),
+                    annotation: annotation.take(),
+                    line: markdown[..range.start].lines().count() + 1,
                 });
             }
             Event::End(TagEnd::CodeBlock) => out.extend(current.take()),
@@ -67,7 +78,10 @@ pub fn code_blocks(markdown: &str) -> Vec<CodeBlock> {
                 None => prose.push_str(&t),
             },
             Event::Code(t) => prose.push_str(&t),
-            Event::Start(Tag::Paragraph) => prose.clear(),
+            Event::Start(Tag::Paragraph) => {
+                prose.clear();
+                annotation = None;
+            }
             _ => {}
         }
     }

@@ -106,11 +106,18 @@ impl Default for Config {
 impl Config {
     /// One line describing the settings in force (logged at start-up).
     pub fn describe(&self) -> String {
+        let d = |d: Duration| humantime::format_duration(d).to_string();
+        let retries = match self.delivery.retries.as_slice() {
+            [] => "none".to_string(),
+            r => r.iter().map(|r| d(*r)).collect::<Vec<_>>().join(","),
+        };
         format!(
-            "profile={} idempotency={:?} key_ttl={} require_key={} correlate={} duplicates={:?} api_key={} admin_token={}",
+            "profile={} idempotency={:?} key_ttl={} require_key={} correlate={} duplicates={:?} api_key={} admin_token={} \
+             header_timeout={} body_timeout={} max_connections={} shutdown_deadline={} event_ttl={} retain={} \
+             webhook_retries={retries} webhook_timeout={}",
             self.profile.name,
             self.idempotency,
-            humantime::format_duration(self.profile.key_ttl.unwrap_or(self.key_ttl)),
+            d(self.profile.key_ttl.unwrap_or(self.key_ttl)),
             self.require_idempotency_key,
             self.correlate,
             self.duplicates,
@@ -120,6 +127,13 @@ impl Config {
                 "any sk_test_"
             },
             if self.admin_token.is_some() { "on" } else { "off" },
+            d(self.limits.header_timeout),
+            d(self.limits.body_timeout),
+            self.limits.max_connections,
+            d(self.limits.shutdown_deadline),
+            d(self.event_ttl),
+            self.retain.map_or("off".to_string(), d),
+            d(self.delivery.timeout),
         )
         .to_lowercase()
     }
