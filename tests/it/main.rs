@@ -12,6 +12,7 @@ mod demo;
 mod doc_blocks;
 mod docs;
 mod durable;
+mod flag_tables;
 mod kubernetes;
 mod load;
 mod load_fulfillment;

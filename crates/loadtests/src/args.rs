@@ -65,7 +65,7 @@ pub struct LoadArgs {
     /// The provider's --admin-token, if it has one.
     #[arg(long, env = "FAUXPAY_ADMIN_TOKEN", help_heading = "fauxpay")]
     pub admin_token: Option<String>,
-    /// Output directory: report.json, report.md, junit.xml, journal.jsonl, goose-report.html.
+    /// Output directory: report.html, report.json, report.md, junit.xml, journal.jsonl, goose-report.html.
     #[arg(long, default_value = "fauxpay-report", help_heading = "fauxpay")]
     pub out: PathBuf,
     /// Prefix of this run's order ids (default: random), so runs never mix in one ledger.
@@ -153,7 +153,7 @@ pub struct MergeArgs {
     /// How long --expect waits before giving up (exit 2).
     #[arg(long, default_value = "0s", value_parser = duration, requires = "expect")]
     pub wait: Duration,
-    /// Where the merged report.json, report.md and junit.xml go.
+    /// Where the merged report.html, report.json, report.md and junit.xml go.
     #[arg(long, default_value = "fauxpay-report-merged")]
     pub out: PathBuf,
 }
