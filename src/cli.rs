@@ -248,6 +248,11 @@ pub struct ServeArgs {
     /// fauxpay, a machine crash may lose the last 100 ms) or `never` (the OS decides).
     #[arg(long, default_value = "batch", value_parser = str::parse::<fauxpay_provider::durable::Fsync>)]
     pub fsync: fauxpay_provider::durable::Fsync,
+    /// A `Host` name to answer to besides localhost, 127.0.0.1 and [::1] (repeatable). On
+    /// loopback fauxpay answers only those, so that a web page cannot reach it through DNS
+    /// rebinding; on another address, any name unless this lists them.
+    #[arg(long, value_name = "NAME")]
+    pub allowed_host: Vec<String>,
 }
 
 /// `--webhook-retries`: the waits before each retry.

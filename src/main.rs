@@ -257,6 +257,18 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         event_ttl: args.event_ttl,
         retain: args.retain,
+        // On loopback only the loopback names (and --allowed-host): a web page cannot
+        // reach a developer's fauxpay through DNS rebinding. Elsewhere (a container, a
+        // cluster) any name, unless --allowed-host lists them.
+        allowed_hosts: match (args.addr.ip().is_loopback(), args.allowed_host.is_empty()) {
+            (false, true) => Vec::new(),
+            (loopback, _) => provider::LOOPBACK_HOSTS
+                .iter()
+                .filter(|_| loopback)
+                .map(|h| h.to_string())
+                .chain(args.allowed_host.iter().cloned())
+                .collect(),
+        },
     };
     if !args.addr.ip().is_loopback() && config.admin_token.is_none() {
         tracing::warn!(

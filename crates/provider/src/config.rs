@@ -45,6 +45,9 @@ pub struct Config {
     pub retain: Option<Duration>,
     /// What one client may cost the server: timeouts, connections, the shutdown deadline.
     pub limits: Limits,
+    /// The `Host` names served (`localhost`, `127.0.0.1`, `[::1]` and `--allowed-host`
+    /// when listening on loopback, which keeps DNS rebinding out); empty: any.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The HTTP edge's limits (`fauxpay serve --header-timeout …`).
@@ -99,6 +102,7 @@ impl Default for Config {
             delivery: DeliverySettings::default(),
             event_ttl: DEFAULT_EVENT_TTL,
             retain: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -114,7 +118,7 @@ impl Config {
         format!(
             "profile={} idempotency={:?} key_ttl={} require_key={} correlate={} duplicates={:?} api_key={} admin_token={} \
              header_timeout={} body_timeout={} max_connections={} shutdown_deadline={} event_ttl={} retain={} \
-             webhook_retries={retries} webhook_timeout={}",
+             webhook_retries={retries} webhook_timeout={} allowed_hosts={}",
             self.profile.name,
             self.idempotency,
             d(self.profile.key_ttl.unwrap_or(self.key_ttl)),
@@ -134,6 +138,10 @@ impl Config {
             d(self.event_ttl),
             self.retain.map_or("off".to_string(), d),
             d(self.delivery.timeout),
+            match self.allowed_hosts.as_slice() {
+                [] => "any".to_string(),
+                hosts => hosts.join(","),
+            },
         )
         .to_lowercase()
     }

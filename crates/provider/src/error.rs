@@ -18,6 +18,7 @@ pub enum Status {
     BadRequest,
     Unauthorized,
     PaymentRequired,
+    Forbidden,
     NotFound,
     MethodNotAllowed,
     /// The request body did not arrive in time.
@@ -40,6 +41,7 @@ impl Status {
             Status::BadRequest => 400,
             Status::Unauthorized => 401,
             Status::PaymentRequired => 402,
+            Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,

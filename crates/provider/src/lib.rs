@@ -44,6 +44,7 @@ pub mod webhooks;
 
 pub use app::Provider;
 pub use config::{Config, Limits};
+pub use http::guard::LOOPBACK_HOSTS;
 pub use http::lifecycle::{serve, RunningProvider};
 pub use http::server::raise_open_file_limit;
 pub use idempotency::Mode as IdempotencyMode;

@@ -29,6 +29,7 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::extract::{read_body, ApiRequest, MAX_BODY_BYTES};
+use super::guard;
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::journal::REQUEST_LOG_CAPACITY;
@@ -63,32 +64,22 @@ pub fn routes(provider: AppState) -> Vec<(&'static str, MethodRouter<AppState>)>
 
 async fn admin_auth(State(app): State<AppState>, req: Request<axum::body::Body>, next: Next) -> Response {
     if let Some(token) = &app.config.admin_token {
-        if !token_matches(req.headers().get(header::AUTHORIZATION), token) {
+        if !guard::presents_token(req.headers(), token) {
             return ApiError::unauthorized(
                 "The fauxpay admin API requires 'Authorization: Bearer <admin token>' (fauxpay serve --admin-token).",
             )
             .into_response();
         }
     }
-    next.run(req).await
-}
-
-/// Whether an `Authorization` header presents `token` as a bearer token: the scheme
-/// case-insensitively (RFC 9110 §11.1), the token compared in constant time (a timing
-/// difference must not tell how much of a guess was right).
-fn token_matches(authorization: Option<&HeaderValue>, token: &str) -> bool {
-    let Some(value) = authorization.map(HeaderValue::as_bytes) else {
-        return false;
-    };
-    let Some((scheme, presented)) = value.split_at_checked(7) else {
-        return false;
-    };
-    if !scheme.eq_ignore_ascii_case(b"bearer ") {
-        return false;
+    if guard::cross_site(req.method(), req.headers()) {
+        return ApiError::new(
+            Status::Forbidden,
+            ErrorType::InvalidRequestError,
+            "The fauxpay admin API refuses requests that change state from another site (their Origin or Sec-Fetch-Site says so): a page on the web must not reset or reconfigure a local fauxpay.",
+        )
+        .into_response();
     }
-    let presented = presented.trim_ascii();
-    // Lengths differ: unequal (the token's length is not the secret).
-    bool::from(subtle::ConstantTimeEq::ct_eq(presented, token.as_bytes()))
+    next.run(req).await
 }
 
 async fn health(State(app): State<AppState>) -> Response {
@@ -275,23 +266,4 @@ async fn drain_webhooks(State(app): State<AppState>, req: ApiRequest) -> Respons
         "failed": c.failed,
     }))
     .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_admin_token_is_a_bearer_token_in_any_case() {
-        let ok = |h: &'static str| token_matches(Some(&HeaderValue::from_static(h)), "s3cret");
-        assert!(ok("Bearer s3cret"));
-        assert!(ok("bearer s3cret"));
-        assert!(ok("BEARER  s3cret "));
-        assert!(!ok("Bearer s3cre"));
-        assert!(!ok("Bearer s3cret2"));
-        assert!(!ok("Basic s3cret"));
-        assert!(!ok("Bearer"));
-        assert!(!ok("s3cret"));
-        assert!(!token_matches(None, "s3cret"));
-    }
 }

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod dashboard;
 pub mod extract;
+pub mod guard;
 pub mod headers;
 pub mod lifecycle;
 pub mod observe;

@@ -1,6 +1,7 @@
 //! The observe layer around the whole router: gives every request a `Request-Id`, times
 //! it, counts it by route (the route pattern, e.g. `/v1/payment_intents/{id}`) for
-//! `/metrics`, and logs one line per request at debug level. A panic in a handler is
+//! `/metrics`, logs one line per request at debug level, and refuses a `Host` fauxpay does
+//! not answer to (`Config::allowed_hosts`). A panic in a handler is
 //! turned into a Stripe-shaped 500 inside it, by tower-http's `CatchPanicLayer` on the
 //! router ([`panic_response`]), so a panicking request is counted and answered like any
 //! other.
@@ -89,17 +90,33 @@ where
             method: req.method().clone(),
             path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
         };
+        // DNS rebinding: a name fauxpay does not answer to (when it listens on loopback)
+        // is refused before any route sees the request.
+        let inner = match super::guard::host_allowed(&self.app.config.allowed_hosts, req.headers()) {
+            true => Some(self.inner.call(req)),
+            false => None,
+        };
         ObserveFuture {
-            inner: self.inner.call(req),
+            inner,
             observed: Some(observed),
         }
     }
 }
 
+/// A request whose `Host` fauxpay does not answer to.
+fn misdirected() -> Response {
+    ApiError::new(
+        Status::Forbidden,
+        ErrorType::InvalidRequestError,
+        "fauxpay does not answer to this Host: listening on loopback, it answers localhost, 127.0.0.1 and [::1] (and the names given with --allowed-host), so that a web page cannot reach it through DNS rebinding.",
+    )
+    .into_response()
+}
+
 pin_project_lite::pin_project! {
     pub struct ObserveFuture<F> {
         #[pin]
-        inner: F,
+        inner: Option<F>,
         observed: Option<Observed>,
     }
 }
@@ -109,7 +126,13 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let Ok(mut resp) = std::task::ready!(this.inner.poll(cx));
+        let mut resp = match this.inner.as_pin_mut() {
+            Some(inner) => {
+                let Ok(resp) = std::task::ready!(inner.poll(cx));
+                resp
+            }
+            None => misdirected(),
+        };
         if let Some(o) = this.observed.take() {
             if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {
                 resp.headers_mut().insert(headers::REQUEST_ID.clone(), v);

@@ -32,7 +32,7 @@ use fauxpay_faults as faults;
 type AppState = Arc<Provider>;
 
 /// The cookie the token form sets.
-const COOKIE: &str = "fauxpay_admin";
+use super::guard::{self, Throttle, COOKIE};
 
 /// The largest pasted profile accepted (the admin API's limit).
 const MAX_PROFILE_BYTES: usize = super::extract::MAX_BODY_BYTES;
@@ -61,31 +61,29 @@ pub fn routes(provider: AppState) -> Vec<(&'static str, MethodRouter<AppState>)>
         ("/__fauxpay/ui/profile", guard(get(profile).post(swap_profile))),
         ("/__fauxpay/ui/reset", guard(post(reset))),
         ("/__fauxpay/ui/live", guard(get(live))),
-        ("/__fauxpay/ui/login", post(login)),
+        ("/__fauxpay/ui/login", {
+            let throttle = Arc::new(Throttle::default());
+            post(move |state, headers, form| login(state, headers, form, throttle.clone()))
+        }),
     ]
 }
 
 /// Whether `headers` carry the admin token (bearer or cookie), or none is required.
 fn authorised(app: &Provider, headers: &HeaderMap) -> bool {
-    let Some(token) = &app.config.admin_token else {
-        return true;
-    };
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let cookie = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value);
-    bearer == Some(token.as_str()) || cookie == Some(token.as_str())
+    app.config
+        .admin_token
+        .as_deref()
+        .is_none_or(|token| guard::presents_token(headers, token))
 }
 
 async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    if guard::cross_site(req.method(), req.headers()) {
+        return (
+            StatusCode::FORBIDDEN,
+            "fauxpay's dashboard refuses forms posted from another site (their Origin or Sec-Fetch-Site says so).\n",
+        )
+            .into_response();
+    }
     if authorised(&app, req.headers()) {
         return next.run(req).await;
     }
@@ -266,10 +264,36 @@ async fn live(State(app): State<AppState>) -> Response {
     resp
 }
 
-async fn login(State(app): State<AppState>, Form(form): Form<HashMap<String, String>>) -> Response {
-    let presented = form.get("token").map(String::as_str);
+/// The token form: the cookie when the token is right; at most ten wrong guesses a
+/// minute, then 429 until the minute ends; never from another site.
+async fn login(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+    throttle: Arc<Throttle>,
+) -> Response {
+    if guard::cross_site(&axum::http::Method::POST, &headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "fauxpay's token form refuses posts from another site.\n",
+        )
+            .into_response();
+    }
+    let now = std::time::Instant::now();
+    if let Some(wait) = throttle.wait(now) {
+        let mut resp = (
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many wrong admin tokens: the form is closed for a minute.\n",
+        )
+            .into_response();
+        if let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return resp;
+    }
+    let presented = form.get("token").map(String::as_str).unwrap_or("");
     match &app.config.admin_token {
-        Some(token) if presented == Some(token.as_str()) => {
+        Some(token) if guard::same(presented.as_bytes(), token) => {
             let mut resp = Redirect::to("/__fauxpay/").into_response();
             // The token is what the operator chose; only cookie-safe ones can be kept.
             if let Ok(v) =
@@ -279,14 +303,17 @@ async fn login(State(app): State<AppState>, Form(form): Form<HashMap<String, Str
             }
             resp
         }
-        Some(_) => page(
-            StatusCode::UNAUTHORIZED,
-            &app,
-            "Admin token",
-            Tab::None,
-            Live::Off,
-            pages::login(true),
-        ),
+        Some(_) => {
+            throttle.failed(now);
+            page(
+                StatusCode::UNAUTHORIZED,
+                &app,
+                "Admin token",
+                Tab::None,
+                Live::Off,
+                pages::login(true),
+            )
+        }
         None => Redirect::to("/__fauxpay/").into_response(),
     }
 }
