@@ -477,6 +477,167 @@ async fn a_damaged_or_repeated_record_loses_and_doubles_nothing_and_is_said() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A tmpfs mounted for one test (as root), unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    /// `None` (after saying so) when this machine cannot mount one.
+    fn mount(name: &str, size: &str) -> Option<Self> {
+        let dir = data_dir(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self(dir)),
+            Ok(o) => {
+                fauxpay_testkit::provider::missing_tool(
+                    "the disk-full test",
+                    &format!(
+                        "cannot mount a tmpfs (it needs root): {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ),
+                );
+                None
+            }
+            Err(e) => {
+                fauxpay_testkit::provider::missing_tool("the disk-full test", &format!("no mount command: {e}"));
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A full disk under `--data-dir`: nothing acknowledged is lost, a write that cannot be
+/// made durable answers 503 (not 200, not a closed connection), reads still answer,
+/// health says degraded and why, a metric counts the refusals, and once space is freed
+/// writes resume without a restart: the held changes are written and a retry with its
+/// key replays. It used to close every `/v1` connection, reads included, and report
+/// health ok, until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_writes_keeps_reads_says_degraded_and_recovers_when_freed() {
+    let Some(disk) = SmallDisk::mount("full", "1m") else {
+        return;
+    };
+    let dir = disk.0.join("data");
+    let client = client();
+    let server = start_async(&dir, &["--fsync", "always"]).await;
+    // Fill what is left, with one file to free later.
+    let filler = disk.0.join("filler");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        while f.write_all(&[7u8; 4096]).is_ok() {}
+    }
+    let (mut acked, mut refused) = (Vec::new(), Vec::new());
+    for n in 0..300 {
+        let order = format!("full-{n}");
+        let resp = client
+            .post(format!("{}/v1/payment_intents", server.url))
+            .bearer_auth("sk_test_durable")
+            .header("Idempotency-Key", &order)
+            .form(&[
+                ("amount", "1500"),
+                ("currency", "usd"),
+                ("confirm", "true"),
+                ("payment_method", "pm_card_visa"),
+                ("metadata[order_id]", &order),
+            ])
+            .send()
+            .await
+            .expect("an answer, never a closed connection");
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap();
+        match status {
+            200 => acked.push((order, body["id"].as_str().unwrap().to_string())),
+            503 => {
+                assert_eq!(body["error"]["type"], "api_error", "{body}");
+                refused.push(order);
+                if refused.len() == 3 {
+                    break;
+                }
+            }
+            other => panic!("{other} {body}"),
+        }
+    }
+    assert_eq!(
+        refused.len(),
+        3,
+        "the disk never filled: {} payments acknowledged",
+        acked.len()
+    );
+    let (status, health) = get(&client, &server.url, "/__fauxpay/health").await;
+    assert_eq!(status, 503, "{health}");
+    assert_eq!(health["status"], "degraded");
+    assert!(health["reason"].as_str().unwrap().contains("No space left"), "{health}");
+    // Reads answer.
+    if let Some((_, id)) = acked.first() {
+        assert_eq!(
+            get(&client, &server.url, &format!("/v1/payment_intents/{id}")).await.0,
+            200
+        );
+    }
+    let metrics = client
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("fauxpay_data_log_refused_writes_total 3"), "{metrics}");
+
+    // Space comes back: health says ok again, without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while get(&client, &server.url, "/__fauxpay/health").await.0 != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "writes did not resume within 10 s"
+        );
+        tokio::task::yield_now().await;
+    }
+    for order in &refused {
+        let (id, replayed) = pay(&client, &server.url, order).await.unwrap();
+        assert!(replayed, "{order}: its change was held, and its key replays it ({id})");
+    }
+    let (fresh, _) = pay(&client, &server.url, "full-after").await.unwrap();
+    server.terminate();
+
+    // Everything acknowledged, the held changes and the new payment survive a restart.
+    let server = start_async(&dir, &[]).await;
+    for (_, id) in &acked {
+        assert_eq!(
+            get(&client, &server.url, &format!("/v1/payment_intents/{id}")).await.0,
+            200,
+            "{id}"
+        );
+    }
+    assert_eq!(
+        get(&client, &server.url, &format!("/v1/payment_intents/{fresh}"))
+            .await
+            .0,
+        200
+    );
+    let (_, summary) = get(&client, &server.url, "/__fauxpay/summary").await;
+    assert_eq!(summary["charges"].as_u64(), Some(acked.len() as u64 + 4), "{summary}");
+    assert_eq!(
+        summary["duplicate_groups"].as_array().map(Vec::len),
+        Some(0),
+        "{summary}"
+    );
+    server.terminate();
+    drop(disk);
+}
+
 /// What `fauxpay serve --data-dir DIR` printed and whether it succeeded, when it exits
 /// without serving.
 fn refused(dir: &Path) -> (bool, String) {

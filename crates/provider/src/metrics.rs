@@ -73,6 +73,8 @@ pub struct Metrics {
     pub replays: Counter,
     pub in_flight_conflicts: Counter,
     pub key_mismatches: Counter,
+    /// Writes answered 503 because the data dir's log could not be written.
+    pub data_log_refusals: Counter,
     /// `/v1` requests being executed right now (held and delayed ones included).
     pub in_flight: Gauge,
     /// Connections open now, and those refused beyond `--max-connections`.
@@ -86,6 +88,7 @@ impl Default for Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let duration = Histogram::new(BUCKETS);
         let (replays, in_flight_conflicts, key_mismatches) = Default::default();
+        let data_log_refusals = Counter::default();
         let in_flight = Gauge::default();
         let webhooks = WebhookMetrics {
             deliveries: Family::default(),
@@ -140,6 +143,11 @@ impl Default for Metrics {
             Counter::clone(&key_mismatches),
         );
         registry.register(
+            "fauxpay_data_log_refused_writes",
+            "Writes answered 503 because the data dir's log could not be written (a full disk)",
+            Counter::clone(&data_log_refusals),
+        );
+        registry.register(
             "fauxpay_api_requests_in_flight",
             "API requests being executed (held and delayed ones included)",
             Gauge::clone(&in_flight),
@@ -156,6 +164,7 @@ impl Default for Metrics {
             replays,
             in_flight_conflicts,
             key_mismatches,
+            data_log_refusals,
             in_flight,
             connections,
             connections_refused,

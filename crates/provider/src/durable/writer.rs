@@ -54,11 +54,14 @@ const LINGER: Duration = Duration::from_micros(200);
 /// How often `--fsync batch` syncs.
 const BATCH_SYNC: Duration = Duration::from_millis(100);
 
-/// The log could not be written (the disk is full, the file went away): nothing more
-/// is durable.
+/// The log cannot be written now (the disk is full, the file went away): what was
+/// appended since is held in memory and written when the writer next succeeds.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the data dir's log could not be written")]
 pub struct WriteFailed;
+
+/// How often the writer tries again while the log cannot be written.
+const RETRY: Duration = Duration::from_millis(500);
 
 struct Pending {
     buf: Vec<u8>,
@@ -72,7 +75,12 @@ pub struct DataLog {
     pending: Mutex<Pending>,
     wake: Condvar,
     durable: watch::Sender<Lsn>,
+    /// Set while the log cannot be written (cleared when a write succeeds again).
     failed: AtomicBool,
+    /// Why, while `failed` is set.
+    failure: Mutex<Option<String>>,
+    /// Writes (or syncs) that failed since the start.
+    failures: std::sync::atomic::AtomicU64,
     /// Held by a write request from its operation until its record is appended, so
     /// records are in the order their changes were made.
     commit: Mutex<()>,
@@ -91,6 +99,8 @@ impl DataLog {
             wake: Condvar::new(),
             durable: watch::channel(0).0,
             failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            failures: std::sync::atomic::AtomicU64::new(0),
             commit: Mutex::new(()),
             writer: Mutex::new(None),
         });
@@ -124,16 +134,30 @@ impl DataLog {
         self.pending.lock().last
     }
 
-    /// Resolves once every record up to `lsn` is durable (as `--fsync` says).
+    /// Resolves once every record up to `lsn` is durable (as `--fsync` says), or at once
+    /// with [`WriteFailed`] while the log cannot be written.
     pub async fn durable(&self, lsn: Lsn) -> Result<(), WriteFailed> {
-        if *self.durable.borrow() < lsn {
+        if *self.durable.borrow() < lsn && !self.failed.load(Ordering::Acquire) {
             let mut rx = self.durable.subscribe();
-            let _ = rx.wait_for(|d| *d >= lsn).await;
+            let _ = rx.wait_for(|d| *d >= lsn || self.failed.load(Ordering::Acquire)).await;
         }
-        match self.failed.load(Ordering::Acquire) {
-            true => Err(WriteFailed),
-            false => Ok(()),
+        match *self.durable.borrow() >= lsn {
+            true => Ok(()),
+            false => Err(WriteFailed),
         }
+    }
+
+    /// Why the log cannot be written, while it cannot.
+    pub fn degraded(&self) -> Option<String> {
+        self.failed
+            .load(Ordering::Acquire)
+            .then(|| self.failure.lock().clone())
+            .flatten()
+    }
+
+    /// Writes and syncs of the log that failed since the start.
+    pub fn write_failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
     }
 
     /// Writes what is pending, syncs, and stops the writer (at shutdown).
@@ -146,12 +170,17 @@ impl DataLog {
     }
 
     fn write_loop(&self, mut file: File, fsync: Fsync) {
+        use std::io::Seek;
+        // Where the last whole write ended: a failed write is cut back to it, and its
+        // bytes (with what was appended since) are written again once the disk allows.
+        let mut good = file.stream_position().unwrap_or(0);
         let mut spare = Vec::with_capacity(1 << 16);
         let mut last_sync = Instant::now();
         let mut unsynced = false;
         loop {
             let mut p = self.pending.lock();
-            while p.buf.is_empty() && !p.closing {
+            let failing = self.failed.load(Ordering::Acquire);
+            while p.buf.is_empty() && spare.is_empty() && !p.closing {
                 // With unsynced writes, wake in time for the batch sync.
                 if unsynced && fsync == Fsync::Batch {
                     let left = BATCH_SYNC.saturating_sub(last_sync.elapsed());
@@ -162,7 +191,11 @@ impl DataLog {
                     self.wake.wait(&mut p);
                 }
             }
-            if fsync != Fsync::Always && !p.buf.is_empty() && !p.closing {
+            if failing && !p.closing {
+                // Not in a busy loop while the disk is full: try again a little later
+                // (or as soon as something new is appended).
+                self.wake.wait_for(&mut p, RETRY);
+            } else if fsync != Fsync::Always && !p.buf.is_empty() && !p.closing {
                 // Group commit without a sync to wait on: let the requests running now
                 // append too, so one write carries many records (waking for each record
                 // cost more than the write itself).
@@ -171,7 +204,12 @@ impl DataLog {
                 p = self.pending.lock();
             }
             let closing = p.closing && p.buf.is_empty();
-            std::mem::swap(&mut p.buf, &mut spare);
+            if spare.is_empty() {
+                std::mem::swap(&mut p.buf, &mut spare);
+            } else {
+                spare.extend_from_slice(&p.buf);
+                p.buf.clear();
+            }
             let upto = p.last;
             drop(p);
             let result = (|| -> std::io::Result<()> {
@@ -181,7 +219,7 @@ impl DataLog {
                 }
                 let due = match fsync {
                     Fsync::Always => true,
-                    Fsync::Batch => closing || last_sync.elapsed() >= BATCH_SYNC,
+                    Fsync::Batch => closing || failing || last_sync.elapsed() >= BATCH_SYNC,
                     Fsync::Never => closing,
                 };
                 if unsynced && due {
@@ -191,15 +229,40 @@ impl DataLog {
                 }
                 Ok(())
             })();
-            spare.clear();
-            if let Err(e) = result {
-                tracing::error!(error = %e, "the data dir's log could not be written: answers now fail");
-                self.failed.store(true, Ordering::Release);
-                self.durable.send_replace(Lsn::MAX);
-                return;
+            match result {
+                Ok(()) => {
+                    good += spare.len() as u64;
+                    spare.clear();
+                    if failing {
+                        *self.failure.lock() = None;
+                        self.failed.store(false, Ordering::Release);
+                        tracing::info!("the data dir's log is written again: every held change is durable now");
+                    }
+                    self.durable.send_replace(upto);
+                }
+                Err(e) => {
+                    self.failures.fetch_add(1, Ordering::Relaxed);
+                    if !failing {
+                        tracing::error!(error = %e, "the data dir's log could not be written: writes answer 503 and their changes are held in memory until it can");
+                    }
+                    *self.failure.lock() = Some(e.to_string());
+                    self.failed.store(true, Ordering::Release);
+                    // Cut back what part of the failed write reached the file, so the
+                    // retry leaves no torn frame behind.
+                    let _ = file.set_len(good);
+                    let _ = file.seek(std::io::SeekFrom::Start(good));
+                    unsynced = false;
+                    // Wake the requests waiting for durability: they answer now.
+                    self.durable.send_modify(|_| {});
+                }
             }
-            self.durable.send_replace(upto);
             if closing {
+                if self.failed.load(Ordering::Acquire) {
+                    tracing::error!(
+                        bytes = spare.len(),
+                        "stopping with changes the data dir's log could not hold: they are lost (their requests were answered 503)"
+                    );
+                }
                 return;
             }
         }

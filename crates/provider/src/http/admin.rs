@@ -83,6 +83,17 @@ async fn admin_auth(State(app): State<AppState>, req: Request<axum::body::Body>,
 }
 
 async fn health(State(app): State<AppState>) -> Response {
+    // A data dir whose log cannot be written (a full disk): degraded, and why, as a 503 so
+    // that orchestrators and `fauxpay load` notice; it says ok again once writes resume.
+    if let Some(why) = app.durable().and_then(|log| log.degraded()) {
+        let body = json!({
+            "status": "degraded",
+            "reason": format!("the data dir's log cannot be written: {why}; writes answer 503 and their changes are held in memory until it can"),
+            "data_log_write_failures": app.durable().map_or(0, |log| log.write_failures()),
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
     Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),

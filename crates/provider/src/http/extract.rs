@@ -143,7 +143,8 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
 
 /// Reads a request body of at most [`MAX_BODY_BYTES`] within `timeout`: a declared
 /// `Content-Length` beyond the cap is a 413 at once (nothing is read), a body that grows
-/// beyond it (chunked) a 413 as soon as it does, and one that does not end in time a 408.
+/// beyond it (chunked) a 413 as soon as it does, a malformed one (a bad chunk size) a
+/// 400, and one that does not end in time a 408.
 pub async fn read_body(parts: &Parts, body: Body, timeout: std::time::Duration) -> Result<bytes::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
@@ -162,7 +163,24 @@ pub async fn read_body(parts: &Parts, body: Body, timeout: std::time::Duration) 
     }
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
         Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(_)) => Err(too_large()),
+        // Over the cap is a 413; anything else (a malformed chunk size, a body cut short)
+        // is the client's malformed request, a 400.
+        Ok(Err(e)) => {
+            let inner = e.into_inner();
+            if std::error::Error::source(&*inner)
+                .into_iter()
+                .chain(std::iter::once(&*inner as &(dyn std::error::Error + 'static)))
+                .any(|e| e.is::<http_body_util::LengthLimitError>())
+            {
+                Err(too_large())
+            } else {
+                Err(ApiError::new(
+                    Status::BadRequest,
+                    ErrorType::InvalidRequestError,
+                    format!("The request body could not be read: {inner}."),
+                ))
+            }
+        }
         Err(_) => Err(ApiError::new(
             Status::RequestTimeout,
             ErrorType::InvalidRequestError,

@@ -152,9 +152,26 @@ pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, ids: Pa
     let delivery = run_request(app, req, endpoint, ids).await;
     // With a data dir, nothing the answer shows may be lost in a crash: it waits until
     // every record appended so far (its own, and those of the changes it read) is durable.
+    // While the log cannot be written (a full disk), a write answers 503 (its change is
+    // held in memory and written once the disk allows: a retry with its key replays it);
+    // a read answers as usual.
     if let Some(log) = app.durable() {
-        if log.durable(log.appended()).await.is_err() {
-            return Delivery::Abort(Abort::Close);
+        if log.durable(log.appended()).await.is_err() && endpoint.verb.is_write() {
+            app.metrics.data_log_refusals.inc();
+            let why = log.degraded().unwrap_or_else(|| "it cannot be written".into());
+            return match delivery {
+                Delivery::Send(_) | Delivery::Dribble(..) => Delivery::Send(Answer::error(
+                    &ApiError::new(
+                        Status::ServiceUnavailable,
+                        ErrorType::ApiError,
+                        format!(
+                            "fauxpay could not make this change durable: its data dir's log cannot be written ({why}). The change is held in memory and written once the disk allows; retry with the same idempotency key."
+                        ),
+                    )
+                    .retry_hint(true),
+                )),
+                other => other,
+            };
         }
     }
     delivery

@@ -19,6 +19,22 @@ const MAX_METADATA_VALUE_LEN: usize = 500;
 /// `maxLength` for most of them, checked again where a rule reads the text.
 pub const MAX_TEXT_LEN: usize = 5_000;
 
+/// `return_url`, where a customer's browser is sent after 3-D Secure: an absolute
+/// `http(s)` URL, as Stripe requires (a `javascript:` or `data:` one would run in the
+/// customer's browser on fauxpay's page); otherwise 400 `url_invalid` naming the param.
+pub fn return_url(p: &Params) -> Result<Option<&str>, ApiError> {
+    let Some(url) = p.opt_str("return_url")? else {
+        return Ok(None);
+    };
+    let scheme_ok = ["http://", "https://"]
+        .iter()
+        .any(|s| url.get(..s.len()).is_some_and(|head| head.eq_ignore_ascii_case(s)) && url.len() > s.len());
+    if !scheme_ok || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(ApiError::invalid_param("return_url", "Not a valid URL").with_code("url_invalid"));
+    }
+    Ok(Some(url))
+}
+
 pub fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
     Movement {
         id: MovementId::Charge(charge.id),
@@ -251,5 +267,46 @@ mod tests {
         );
         let err = text_update(&form("phone=123456789012345678901"), "phone", 20).unwrap_err();
         assert_eq!(err.param.as_deref(), Some("phone"));
+    }
+}
+
+#[cfg(test)]
+mod return_url_tests {
+    use super::*;
+
+    #[test]
+    fn a_return_url_is_an_absolute_http_url() {
+        let url = |v: &str| {
+            let p = Params::from_form(
+                format!(
+                    "return_url={}",
+                    form_urlencoded::byte_serialize(v.as_bytes()).collect::<String>()
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            return_url(&p)
+                .map(|u| u.map(str::to_string))
+                .map_err(|e| (e.param, e.code))
+        };
+        assert_eq!(
+            url("https://shop.example/done?x=1"),
+            Ok(Some("https://shop.example/done?x=1".into()))
+        );
+        assert_eq!(
+            url("HTTP://127.0.0.1:3000/back"),
+            Ok(Some("HTTP://127.0.0.1:3000/back".into()))
+        );
+        for bad in [
+            "javascript:alert(1)",
+            "data:text/html,<script>x</script>",
+            "//evil.example",
+            "/relative",
+            "https://",
+            "https://a b",
+        ] {
+            let err = url(bad).unwrap_err();
+            assert_eq!(err.0.as_deref(), Some("return_url"), "{bad}");
+        }
     }
 }

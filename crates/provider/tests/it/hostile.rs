@@ -256,6 +256,15 @@ async fn a_chunked_body_that_never_ends_is_cut() {
     })
     .await;
     answer.assert_stripe_error(408);
+    // A malformed chunk size is the client's malformed request (400), not a body too large.
+    let answer = within("malformed chunk size", async {
+        let mut s = TcpStream::connect(p.addr).await.unwrap();
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(b"zz\r\namount=1\r\n0\r\n\r\n").await.unwrap();
+        read_answer(&mut s).await
+    })
+    .await;
+    answer.assert_stripe_error(400);
     p.shutdown().await.unwrap();
 }
 

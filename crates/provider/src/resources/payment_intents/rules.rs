@@ -107,7 +107,7 @@ impl Confirmation<'_> {
     fn of(p: &Params) -> Result<Confirmation<'_>, ApiError> {
         Ok(Confirmation {
             off_session: off_session(p)?,
-            return_url: p.opt_str("return_url")?,
+            return_url: crate::stripe::fields::return_url(p)?,
         })
     }
 }

@@ -163,7 +163,7 @@ impl Payments {
         let metadata = metadata(p)?;
         let description = text_at_most(p, "description", MAX_DESCRIPTION)?;
         let payment_method_types = payment_method_types(p)?;
-        let return_url = p.opt_str("return_url")?;
+        let return_url = crate::stripe::fields::return_url(p)?;
         if confirm && method.is_none() {
             return Err(no_payment_method_to_confirm());
         }
@@ -284,7 +284,7 @@ impl Payments {
         if let (None, Some(saved)) = (new_method, current.payment_method) {
             self.check_intent_payment_method(saved, current.customer)?;
         }
-        let return_url = p.opt_str("return_url")?;
+        let return_url = crate::stripe::fields::return_url(p)?;
         self.setup_intents
             .update(&id, |slot| {
                 match slot.status {
