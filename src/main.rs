@@ -292,6 +292,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let shutdown = shutdown_signal()?;
+        watch_file_size_limit()?;
         // Recovered before listening, so the first request sees the whole state.
         let (provider, recovered) = provider::durable::recovery::open(config, args.data_dir.as_deref(), args.fsync)?;
         if let (Some(summary), Some(dir)) = (recovered, &args.data_dir) {
@@ -349,6 +350,26 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             tracing::info!("shutdown signal received: finishing in-flight requests");
         })
     }
+}
+
+/// SIGXFSZ (the file size limit, `ulimit -f`, reached by the data dir's log) would kill
+/// the process with no line said. Handled instead: the write fails with EFBIG, which the
+/// log's writer reports (writes answer 503, health says degraded), and this says why.
+fn watch_file_size_limit() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        const SIGXFSZ: i32 = 25;
+        let mut xfsz = signal(SignalKind::from_raw(SIGXFSZ)).context("installing the SIGXFSZ handler")?;
+        tokio::spawn(async move {
+            while xfsz.recv().await.is_some() {
+                tracing::error!(
+                    "the file size limit (ulimit -f) stops the data dir's log from growing: writes answer 503 until the limit is raised or fauxpay is restarted on a larger one"
+                );
+            }
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -638,6 +638,80 @@ async fn a_full_disk_refuses_writes_keeps_reads_says_degraded_and_recovers_when_
     drop(disk);
 }
 
+/// The file size limit (`ulimit -f`) reached by the log: SIGXFSZ used to kill the process
+/// with no line said; now the write fails, writes answer 503, health says degraded, a line
+/// says why, and the provider keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_size_limit_is_said_and_survived() {
+    use std::io::BufRead;
+    let dir = data_dir("xfsz");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = Command::new("bash")
+        .args([
+            "-c",
+            "ulimit -f 64 && exec \"$0\" serve --addr 127.0.0.1:0 --fsync always --data-dir \"$1\"",
+        ])
+        .arg(env!("CARGO_BIN_EXE_fauxpay"))
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let said = Arc::new(Mutex::new(String::new()));
+    let (url_tx, url_rx) = std::sync::mpsc::channel();
+    {
+        let said = said.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on ").nth(1) {
+                    let _ = url_tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                }
+                said.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+    }
+    let url = url_rx.recv_timeout(Duration::from_secs(30)).expect("it listens");
+    let client = client();
+    let mut refused = false;
+    for n in 0..2000 {
+        let resp = client
+            .post(format!("{url}/v1/payment_intents"))
+            .bearer_auth("sk_test_durable")
+            .form(&[
+                ("amount", "1500"),
+                ("currency", "usd"),
+                ("confirm", "true"),
+                ("payment_method", "pm_card_visa"),
+            ])
+            .header("Idempotency-Key", format!("xfsz-{n}"))
+            .send()
+            .await
+            .expect("an answer: the process is alive");
+        if resp.status() == 503 {
+            refused = true;
+            break;
+        }
+        assert_eq!(resp.status(), 200);
+    }
+    assert!(refused, "64 KiB of log never filled");
+    let (status, health) = get(&client, &url, "/__fauxpay/health").await;
+    assert_eq!((status, health["status"].as_str()), (503, Some("degraded")), "{health}");
+    assert!(child.try_wait().unwrap().is_none(), "SIGXFSZ did not kill it");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !said.lock().unwrap().contains("file size limit") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no line says why:\n{}",
+            said.lock().unwrap()
+        );
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// What `fauxpay serve --data-dir DIR` printed and whether it succeeded, when it exits
 /// without serving.
 fn refused(dir: &Path) -> (bool, String) {
@@ -664,6 +738,12 @@ fn a_second_fauxpay_on_a_data_dir_in_use_is_refused_and_the_first_keeps_it() {
         "{stderr}"
     );
     assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    // The directory is locked, not the log file: moving the log away does not let a
+    // second fauxpay start there (it used to, on a new log beside the moved one).
+    std::fs::rename(dir.join("fauxpay.log"), dir.join("moved-away.log")).unwrap();
+    let (ok, stderr) = refused(&dir);
+    assert!(!ok && stderr.contains("another fauxpay is using it"), "{stderr}");
+    std::fs::rename(dir.join("moved-away.log"), dir.join("fauxpay.log")).unwrap();
     // The lock goes with the process, however it ends: after kill -9 the dir opens again.
     first.kill_9();
     let second = start(&dir);

@@ -39,7 +39,9 @@ pub enum DataDirError {
     },
     #[error("data dir {0}: {1} is not a fauxpay data file (it does not start with FAUXPAYL); refusing to use it")]
     NotOurs(PathBuf, PathBuf),
-    #[error("data dir {0}: another fauxpay is using it ({1} is locked); refusing to start a second writer")]
+    #[error(
+        "data dir {0}: another fauxpay is using it (the directory {1} is locked); refusing to start a second writer"
+    )]
     InUse(PathBuf, PathBuf),
     #[error("data dir {dir}: written by a newer fauxpay (schema {found}; this one reads up to {SCHEMA_VERSION}); refusing to use it")]
     Newer { dir: PathBuf, found: u32 },
@@ -75,6 +77,8 @@ pub struct Recovered {
     /// Records whose frame was damaged and repaired (a flipped bit in its length or
     /// checksum field): `(index, offset, what was repaired)`.
     pub repaired: Vec<(u64, u64, &'static str)>,
+    /// The data dir's lock: held as long as this handle lives (give it to the log).
+    pub dir_lock: Option<File>,
 }
 
 /// Encodes one frame around `payload` into `out`.
@@ -91,18 +95,21 @@ fn io(dir: &Path) -> impl Fn(std::io::Error) -> DataDirError + '_ {
     }
 }
 
-/// Takes the log's lock (`flock`, exclusive, not waiting): two processes appending to
-/// one log would interleave their records. The lock is the open file's, so it ends with
-/// the writer (or the process, however it dies). A file system without `flock` (some
-/// network mounts) is used without it, with a warning.
-fn lock(file: &File, dir: &Path, path: &Path) -> Result<(), DataDirError> {
+/// Takes the data dir's lock (`flock` on the directory itself, exclusive, not waiting):
+/// two processes appending to one log would interleave their records. The directory, not
+/// the log file, so that moving the log away while a provider runs does not let a second
+/// one start there. The lock is the open directory's, so it ends with the returned handle
+/// (or the process, however it dies). A file system without `flock` (some network
+/// mounts) is used without it, with a warning.
+fn lock(dir: &Path) -> Result<File, DataDirError> {
     use rustix::fs::{flock, FlockOperation};
-    match flock(file, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(DataDirError::InUse(dir.to_path_buf(), path.to_path_buf())),
+    let handle = File::open(dir).map_err(io(dir))?;
+    match flock(&handle, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(handle),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(DataDirError::InUse(dir.to_path_buf(), dir.to_path_buf())),
         Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "the data dir's log cannot be locked: nothing stops a second fauxpay from using it");
-            Ok(())
+            tracing::warn!(dir = %dir.display(), error = %e, "the data dir cannot be locked: nothing stops a second fauxpay from using it");
+            Ok(handle)
         }
     }
 }
@@ -123,9 +130,12 @@ pub fn open(
         .truncate(false)
         .open(&path)
         .map_err(io(dir))?;
-    lock(&file, dir, &path)?;
+    let dir_lock = lock(dir)?;
     let len = file.metadata().map_err(io(dir))?.len();
-    let mut found = Recovered::default();
+    let mut found = Recovered {
+        dir_lock: Some(dir_lock),
+        ..Recovered::default()
+    };
     if len < HEADER_LEN {
         // Empty, or a crash while the header itself was written: nothing was ever logged.
         if len > 0 && !MAGIC.starts_with(&read_prefix(&mut file, len).map_err(io(dir))?) {
@@ -393,10 +403,11 @@ mod tests {
 
     fn read_all(d: &Path) -> Result<(Vec<Vec<u8>>, Recovered), DataDirError> {
         let mut seen = Vec::new();
-        let (_, r) = open(d, |_, _, p| {
+        let (_, mut r) = open(d, |_, _, p| {
             seen.push(p.to_vec());
             Ok(())
         })?;
+        r.dir_lock = None; // released, as the log it guarded is closed
         Ok((seen, r))
     }
 
@@ -518,6 +529,18 @@ mod tests {
             // Nothing was cut.
             assert_eq!(std::fs::read(&path).unwrap(), bytes);
         }
+    }
+
+    #[test]
+    fn the_directory_is_locked_while_its_log_is_open() {
+        let d = dir("lock");
+        let (_, held) = open(&d, |_, _, _| Ok(())).unwrap();
+        assert!(matches!(open(&d, |_, _, _| Ok(())), Err(DataDirError::InUse(..))));
+        // Moving the log away changes nothing: the directory is what is locked.
+        std::fs::rename(d.join(LOG_FILE), d.join("elsewhere.log")).unwrap();
+        assert!(matches!(open(&d, |_, _, _| Ok(())), Err(DataDirError::InUse(..))));
+        drop(held);
+        assert!(open(&d, |_, _, _| Ok(())).is_ok());
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn open(
     let app = Provider::recovering(config);
     app.reserve(payments_in_log(dir));
     let mut replay = Replay::new(&app);
-    let (log_file, found) = file::open(dir, |_, _, payload| {
+    let (log_file, mut found) = file::open(dir, |_, _, payload| {
         let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
         replay.apply(record)
     })?;
@@ -124,6 +124,7 @@ pub fn open(
         dir: dir.to_path_buf(),
         source,
     })?;
+    log.hold_lock(found.dir_lock.take());
     app.attach_data_log(log);
     let Recovered {
         records,

@@ -85,6 +85,8 @@ pub struct DataLog {
     /// records are in the order their changes were made.
     commit: Mutex<()>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The data dir's lock, held while the log lives.
+    dir_lock: Mutex<Option<File>>,
 }
 
 impl DataLog {
@@ -103,6 +105,7 @@ impl DataLog {
             failures: std::sync::atomic::AtomicU64::new(0),
             commit: Mutex::new(()),
             writer: Mutex::new(None),
+            dir_lock: Mutex::new(None),
         });
         let me = log.clone();
         let handle = std::thread::Builder::new()
@@ -110,6 +113,11 @@ impl DataLog {
             .spawn(move || me.write_loop(file, fsync))?;
         *log.writer.lock() = Some(handle);
         Ok(log)
+    }
+
+    /// Keeps the data dir's lock (from [`super::file::open`]) for as long as this log lives.
+    pub fn hold_lock(&self, lock: Option<File>) {
+        *self.dir_lock.lock() = lock;
     }
 
     /// Serialises the operations of write requests (see [`DataLog::append`]).
