@@ -120,6 +120,9 @@ impl From<StrategyArg> for Strategy {
 pub enum ReportCommand {
     /// Merge report.json files of load generators run against one provider, and gate.
     Merge(fauxpay_loadtests::MergeArgs),
+    /// Reconcile a saved run (its --out directory) against the provider's ledger, and gate:
+    /// for a run whose ledger could not be read at its end (exit 4).
+    Reconcile(fauxpay_loadtests::ReconcileArgs),
 }
 
 #[derive(Subcommand)]

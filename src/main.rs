@@ -52,6 +52,24 @@ fn main() -> ExitCode {
         Command::Demo(args) => return demo(args),
         Command::Load(args) => return load(*args),
         Command::Report {
+            command: ReportCommand::Reconcile(args),
+        } => {
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("fauxpay: starting the async runtime: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            return match runtime.block_on(fauxpay_loadtests::reconcile_saved(args)) {
+                Ok(report) => ExitCode::from(fauxpay_loadtests::exit_code(&report)),
+                Err(e) => {
+                    eprintln!("fauxpay: {e}");
+                    ExitCode::from(e.exit_code())
+                }
+            };
+        }
+        Command::Report {
             command: ReportCommand::Merge(args),
         } => {
             return match fauxpay_loadtests::merge(args) {

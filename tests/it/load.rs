@@ -404,3 +404,54 @@ async fn an_endless_answer_is_cut_and_counted_and_costs_little() {
     );
     assert!(peak < 256 << 20, "the load generator's peak RSS was {peak} bytes");
 }
+
+/// The ledger cannot be read at the end of a run (here: the provider wants an admin token
+/// the run was not given). The run is still reported, its anomalies "unknown", every
+/// anomaly gate failed as such, and it exits 4 (it used to exit 2, the bad-usage code,
+/// with no report). `fauxpay report reconcile` judges the saved journal later, with the
+/// token, and finds exactly the ledger's double charges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_ledger_cannot_be_read_is_reported_unknown_and_reconciled_later() {
+    let h = Harness::start(fauxpay_provider::Config {
+        admin_token: Some("s3cret".into()),
+        ..with_profile(faults::bundled::load("lost-responses").unwrap())
+    })
+    .await;
+    let url = h.provider.url();
+    let run = load("unread", &stripe_args(&url, "retry-new-key=1", "unread")).await;
+    assert_eq!(run.code, 4, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("UNKNOWN") && run.stdout.contains("could not be read"), "{}", run.stdout);
+    let report = run.report();
+    assert!(report["ledger_unread"].as_str().unwrap().contains("401"), "{report}");
+    assert!(report["gates"].as_array().unwrap().iter().all(|g| g["value"] == "unknown" && g["passed"] == false));
+    assert!(std::fs::read_to_string(run.out.join("report.md")).unwrap().contains("Anomalies unknown"));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["report", "reconcile"])
+        .arg(&run.out)
+        .args(["--admin-token", "s3cret"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = run.report();
+    assert!(report.get("ledger_unread").is_none(), "{report}");
+    let found = report["anomalies"]["double_charges"]["count"].as_u64().unwrap();
+    let summary = h
+        .client
+        .get(h.url("/__fauxpay/summary"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let groups = summary["duplicate_groups"].as_array().unwrap();
+    let in_ledger = groups
+        .iter()
+        .filter(|g| g["correlation_id"].as_str().unwrap().starts_with("unread-"))
+        .count() as u64;
+    assert!(in_ledger > 0, "lost answers and new keys double-charged some orders: {summary}");
+    assert_eq!(found, in_ledger, "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "a double-charge gate failed: {stdout}");
+}

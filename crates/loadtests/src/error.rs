@@ -1,5 +1,6 @@
 //! Errors of the load generator, by what went wrong: bad configuration (exit 2), an
-//! unreachable target or provider (exit 3), or a failure while running or reporting.
+//! unreachable target or provider (exit 3), a ledger that cannot be read (exit 4), or a
+//! failure while running or reporting.
 
 /// A configuration mistake, as one line: where, which field, what was expected
 /// (`checkout.toml: path: expected …`; a command-line flag is its own field:
@@ -64,6 +65,7 @@ impl LoadError {
         match self {
             LoadError::Config(_) | LoadError::Report { .. } => 2,
             LoadError::Unreachable { .. } => 3,
+            LoadError::Ledger(_) => 4,
             _ => 2,
         }
     }

@@ -159,6 +159,47 @@ impl Serialize for OutcomeLine<'_> {
     }
 }
 
+/// Reads a saved `journal.jsonl` back into its payments (`fauxpay report reconcile`): each
+/// payment's attempt lines, then its outcome line. A damaged line is refused, naming it.
+pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LoadError::io(path, e))?;
+    let bad = |n: usize, why: String| LoadError::Report {
+        path: format!("{}:{}", path.display(), n + 1),
+        reason: why,
+    };
+    let mut attempts: std::collections::HashMap<String, Vec<AttemptRecord>> = Default::default();
+    let mut payments = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(n, e.to_string()))?;
+        let order = v["order_id"]
+            .as_str()
+            .ok_or_else(|| bad(n, "no order_id".into()))?
+            .to_string();
+        match v["type"].as_str() {
+            Some("attempt") => {
+                let a: AttemptRecord =
+                    serde_json::from_value(v["attempt"].clone()).map_err(|e| bad(n, format!("attempt: {e}")))?;
+                attempts.entry(order).or_default().push(a);
+            }
+            Some("outcome") => {
+                fn field<T: serde::de::DeserializeOwned>(v: &serde_json::Value, name: &str) -> Result<T, String> {
+                    serde_json::from_value(v[name].clone()).map_err(|e| format!("{name}: {e}"))
+                }
+                payments.push(PaymentRecord {
+                    attempts: attempts.remove(&order).unwrap_or_default(),
+                    order_id: order,
+                    amount: field(&v, "amount").map_err(|e| bad(n, e))?,
+                    behaviour: field(&v, "behaviour").map_err(|e| bad(n, e))?,
+                    outcome: field(&v, "outcome").map_err(|e| bad(n, e))?,
+                    e2e_us: field(&v, "e2e_us").map_err(|e| bad(n, e))?,
+                });
+            }
+            _ => return Err(bad(n, "neither an attempt nor an outcome line".into())),
+        }
+    }
+    Ok(payments)
+}
+
 fn write_payment(out: &mut impl Write, p: &PaymentRecord) -> std::io::Result<()> {
     for a in &p.attempts {
         serde_json::to_writer(&mut *out, &AttemptLine(p, a))?;

@@ -178,6 +178,11 @@ pub struct Report {
     /// are in `anomalies`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fulfillment: Option<FulfillmentReport>,
+    /// Why the provider's ledger could not be read after the run, when it could not: the
+    /// anomalies are then unknown (not zero), every anomaly gate fails as "unknown", and
+    /// `fauxpay report reconcile` can judge the saved journal later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_unread: Option<String>,
 }
 
 /// What a run measured, before gates.
@@ -225,9 +230,17 @@ impl Report {
             open: None,
             timeline: Timeline::default(),
             fulfillment: m.fulfillment,
+            ledger_unread: None,
         };
         r.gates = r.evaluate();
         r
+    }
+
+    /// The report of a run whose ledger could not be read (`why`): its anomalies unknown.
+    pub fn ledger_unread(mut self, why: String) -> Self {
+        self.ledger_unread = Some(why);
+        self.gates = self.evaluate();
+        self
     }
 
     /// Adds an open-model run's section, and gates on it.
@@ -257,6 +270,16 @@ impl Report {
             .filter_map(|kind| {
                 let max = t.max(kind)?;
                 let a = self.anomalies.get(kind);
+                if self.ledger_unread.is_some() {
+                    // Without the ledger nothing was judged: unknown, and no pass.
+                    return Some(Gate {
+                        name: GateName::Anomaly(kind),
+                        value: "unknown".into(),
+                        threshold: format!("≤ {max}"),
+                        passed: false,
+                        examples: Vec::new(),
+                    });
+                }
                 let fulfillment = matches!(kind, AnomalyKind::DoubleFulfillment | AnomalyKind::MissedFulfillment);
                 if fulfillment && !self.fulfillment_checked() {
                     // Gated explicitly, but nothing could be judged: that is no pass.
@@ -330,6 +353,9 @@ impl Report {
                 e.double_charges += c.double_charges;
             }
             out.unknown_orders += r.unknown_orders;
+            if out.ledger_unread.is_none() {
+                out.ledger_unread = r.ledger_unread.clone();
+            }
             out.answers_cut += r.answers_cut;
             let t = &mut out.thresholds;
             t.max_double_fulfillments = t.max_double_fulfillments.or(r.thresholds.max_double_fulfillments);
@@ -421,6 +447,12 @@ impl Report {
         }
         if let Some(o) = &self.open {
             s.push_str(&o.summary());
+        }
+        if let Some(why) = &self.ledger_unread {
+            let _ = writeln!(
+                s,
+                "  UNKNOWN     the provider's ledger could not be read ({why}): double, lost and phantom charges are unknown; `fauxpay report reconcile DIR --provider URL` judges the saved journal later"
+            );
         }
         if self.answers_cut > 0 {
             let _ = writeln!(
@@ -554,6 +586,12 @@ impl Report {
         );
         if let Some(line) = self.fulfillment_line() {
             let _ = writeln!(s, "\nFulfilment: {}", line.replace('|', "\\|"));
+        }
+        if let Some(why) = &self.ledger_unread {
+            let _ = writeln!(
+                s,
+                "\n**Anomalies unknown**: the provider's ledger could not be read after the run ({why}). `fauxpay report reconcile DIR --provider URL` judges the saved journal once it can be."
+            );
         }
         if self.answers_cut > 0 {
             let _ = writeln!(

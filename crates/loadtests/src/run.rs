@@ -191,10 +191,20 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     let state = std::sync::Arc::try_unwrap(state).map_err(|_| LoadError::Goose("load tasks still running".into()))?;
     let payments = state.setup.journal.finish()?;
     let prefix = format!("{run_id}-");
-    let ledger = fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await?;
+    // Without the ledger the run is still reported (what the clients saw, the latency),
+    // its anomalies unknown, and exits 4; `fauxpay report reconcile` judges it later.
+    let (ledger, ledger_unread) = match fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await {
+        Ok(ledger) => (ledger, None),
+        Err(e) => (Default::default(), Some(e.to_string())),
+    };
     let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;
     let mut rec = reconcile(&payments, &ledger, &requests);
+    if ledger_unread.is_some() {
+        rec.anomalies = Default::default();
+        rec.unknown_orders = 0;
+    }
     let fulfillment = match (&state.setup.template.fulfillment, deliveries_before) {
+        (Some(_), Some(_)) if ledger_unread.is_some() => None,
         (Some(probe), Some(before)) => Some(
             check_fulfillment(
                 Fulfill {
@@ -255,6 +265,9 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         Some(o) => report.with_open(o),
         None => report,
     };
+    if let Some(why) = ledger_unread {
+        report = report.ledger_unread(why);
+    }
     report.timeline = timeline;
     crate::output::write_all(&report, &args.out)?;
     if args.print_summary {
@@ -468,9 +481,13 @@ async fn ready(http: &reqwest::Client, target: &str, provider: &str) -> Result<(
     Ok(())
 }
 
-/// Exit code for a finished run: 0 when every gate held, 1 otherwise.
+/// Exit code for a finished run: 0 when every gate held, 1 when one failed, 4 when the
+/// provider's ledger could not be read, so the anomalies are unknown. (2 is bad usage
+/// or configuration, 3 a target or provider unreachable before the run.)
 pub fn exit_code(report: &Report) -> u8 {
-    if report.passed() {
+    if report.ledger_unread.is_some() {
+        4
+    } else if report.passed() {
         0
     } else {
         1
