@@ -420,11 +420,21 @@ async fn a_run_whose_ledger_cannot_be_read_is_reported_unknown_and_reconciled_la
     let url = h.provider.url();
     let run = load("unread", &stripe_args(&url, "retry-new-key=1", "unread")).await;
     assert_eq!(run.code, 4, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("UNKNOWN") && run.stdout.contains("could not be read"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("UNKNOWN") && run.stdout.contains("could not be read"),
+        "{}",
+        run.stdout
+    );
     let report = run.report();
     assert!(report["ledger_unread"].as_str().unwrap().contains("401"), "{report}");
-    assert!(report["gates"].as_array().unwrap().iter().all(|g| g["value"] == "unknown" && g["passed"] == false));
-    assert!(std::fs::read_to_string(run.out.join("report.md")).unwrap().contains("Anomalies unknown"));
+    assert!(report["gates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|g| g["value"] == "unknown" && g["passed"] == false));
+    assert!(std::fs::read_to_string(run.out.join("report.md"))
+        .unwrap()
+        .contains("Anomalies unknown"));
 
     let out = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
         .args(["report", "reconcile"])
@@ -451,7 +461,10 @@ async fn a_run_whose_ledger_cannot_be_read_is_reported_unknown_and_reconciled_la
         .iter()
         .filter(|g| g["correlation_id"].as_str().unwrap().starts_with("unread-"))
         .count() as u64;
-    assert!(in_ledger > 0, "lost answers and new keys double-charged some orders: {summary}");
+    assert!(
+        in_ledger > 0,
+        "lost answers and new keys double-charged some orders: {summary}"
+    );
     assert_eq!(found, in_ledger, "{stdout}");
     assert_eq!(out.status.code(), Some(1), "a double-charge gate failed: {stdout}");
 }

@@ -20,6 +20,36 @@ use fauxpay_error_chain::error_chain;
 /// At most this many search pages are read for one order (100 intents each).
 const MAX_SEARCH_PAGES: usize = 10;
 
+/// The most of one provider answer that is read (a search page of 100 intents is ~300 KB).
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// Why an answer's body could not be had.
+enum Unread {
+    /// Longer than [`MAX_ANSWER_BYTES`]: the rest was not read.
+    TooLong,
+    Failed {
+        reason: String,
+        timed_out: bool,
+    },
+}
+
+/// `resp`'s body, read with a cap (http-body-util's `Limited`): a provider that answers an
+/// endless body costs at most the cap.
+async fn read_capped(resp: reqwest::Response) -> Result<bytes::Bytes, Unread> {
+    use http_body_util::BodyExt;
+    let body = http::Response::<reqwest::Body>::from(resp).into_body();
+    match http_body_util::Limited::new(body, MAX_ANSWER_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Unread::TooLong),
+        Err(e) => Err(Unread::Failed {
+            timed_out: e
+                .downcast_ref::<reqwest::Error>()
+                .is_some_and(reqwest::Error::is_timeout),
+            reason: error_chain(&*e),
+        }),
+    }
+}
+
 pub struct StripeGateway {
     http: reqwest::Client,
     base: String,
@@ -74,11 +104,15 @@ impl Gateway for StripeGateway {
             }
         };
         let status = resp.status().as_u16();
-        match resp.bytes().await {
+        match read_capped(resp).await {
             Ok(body) => classify(status, &body),
-            Err(e) => ChargeOutcome::Unknown {
-                reason: format!("reading the provider's {status} answer failed: {}", error_chain(&e)),
-                timed_out: e.is_timeout(),
+            Err(Unread::TooLong) => ChargeOutcome::Unknown {
+                reason: format!("the provider's {status} answer is longer than {MAX_ANSWER_BYTES} bytes; not read"),
+                timed_out: false,
+            },
+            Err(Unread::Failed { reason, timed_out }) => ChargeOutcome::Unknown {
+                reason: format!("reading the provider's {status} answer failed: {reason}"),
+                timed_out,
             },
         }
     }
@@ -102,7 +136,16 @@ impl Gateway for StripeGateway {
                 .await
                 .map_err(|e| GatewayError(error_chain(&e)))?;
             let status = resp.status();
-            let body: Value = resp.json().await.map_err(|e| GatewayError(error_chain(&e)))?;
+            let body = match read_capped(resp).await {
+                Ok(body) => body,
+                Err(Unread::TooLong) => {
+                    return Err(GatewayError(format!(
+                        "the search answer is longer than {MAX_ANSWER_BYTES} bytes; not read"
+                    )))
+                }
+                Err(Unread::Failed { reason, .. }) => return Err(GatewayError(reason)),
+            };
+            let body: Value = serde_json::from_slice(&body).map_err(|e| GatewayError(error_chain(&e)))?;
             if !status.is_success() {
                 return Err(GatewayError(format!("{status}: {}", error_message(&body))));
             }

@@ -1,0 +1,50 @@
+//! The merchant's Stripe gateway reads the provider's answers with a cap: a provider (or
+//! whatever sits at its address) answering an endless body costs the merchant at most
+//! 4 MiB per answer, and the checkout ends as an unknown outcome the customer can retry,
+//! instead of the merchant reading until it is out of memory.
+
+use fauxpay_merchant::Strategy;
+use fauxpay_testkit::merchant::{body, checkout, merchant, Backend};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Resident memory of this process, in bytes.
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let provider = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 8192];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n").await;
+                let chunk = vec![b' '; 64 << 10];
+                while s.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    let m = merchant(Strategy::Naive, &provider, &Backend::Memory, |c| {
+        c.provider_timeout = std::time::Duration::from_secs(5);
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let before = rss();
+    for n in 0..3 {
+        let resp = checkout(&client, &m.url(), &body(&format!("endless-{n}"), 1500, "pm_card_visa"), None)
+            .await
+            .expect("the merchant answers");
+        assert!(resp.status >= 500, "not a success: {} {}", resp.status, resp.body);
+    }
+    let grew = rss().saturating_sub(before);
+    assert!(grew < 256 << 20, "three endless answers grew the merchant by {grew} bytes");
+}
