@@ -27,7 +27,9 @@ async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
             tokio::spawn(async move {
                 let mut buf = [0u8; 8192];
                 let _ = s.read(&mut buf).await;
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n").await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
+                    .await;
                 let chunk = vec![b' '; 64 << 10];
                 while s.write_all(&chunk).await.is_ok() {}
             });
@@ -40,11 +42,19 @@ async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
     let client = reqwest::Client::new();
     let before = rss();
     for n in 0..3 {
-        let resp = checkout(&client, &m.url(), &body(&format!("endless-{n}"), 1500, "pm_card_visa"), None)
-            .await
-            .expect("the merchant answers");
+        let resp = checkout(
+            &client,
+            &m.url(),
+            &body(&format!("endless-{n}"), 1500, "pm_card_visa"),
+            None,
+        )
+        .await
+        .expect("the merchant answers");
         assert!(resp.status >= 500, "not a success: {} {}", resp.status, resp.body);
     }
     let grew = rss().saturating_sub(before);
-    assert!(grew < 256 << 20, "three endless answers grew the merchant by {grew} bytes");
+    assert!(
+        grew < 256 << 20,
+        "three endless answers grew the merchant by {grew} bytes"
+    );
 }
