@@ -16,14 +16,14 @@ use std::time::Duration;
 use serde_json::Value;
 
 /// A `fauxpay serve` process on a data dir.
-struct Server {
-    child: Child,
-    url: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) url: String,
     /// What it printed up to and including the start-up line.
-    startup: String,
+    pub(crate) startup: String,
 }
 
-fn data_dir(name: &str) -> PathBuf {
+pub(crate) fn data_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("fauxpay-durable-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
@@ -46,7 +46,7 @@ fn start_with(dir: &Path, extra: &[&str]) -> Server {
 }
 
 /// [`start_with`] from async code (the start blocks until the start-up line).
-async fn start_async(dir: &Path, extra: &[&str]) -> Server {
+pub(crate) async fn start_async(dir: &Path, extra: &[&str]) -> Server {
     let dir = dir.to_path_buf();
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || start_with(&dir, &extra.iter().map(String::as_str).collect::<Vec<_>>()))
@@ -55,12 +55,12 @@ async fn start_async(dir: &Path, extra: &[&str]) -> Server {
 }
 
 impl Server {
-    fn kill_9(mut self) {
+    pub(crate) fn kill_9(mut self) {
         self.child.kill().unwrap(); // SIGKILL
         self.child.wait().unwrap();
     }
 
-    fn terminate(mut self) {
+    pub(crate) fn terminate(mut self) {
         let ok = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -71,7 +71,7 @@ impl Server {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
@@ -79,7 +79,7 @@ fn client() -> reqwest::Client {
 }
 
 /// Pays order `order` with its key: the intent's id and whether the answer was a replay.
-async fn pay(client: &reqwest::Client, url: &str, order: &str) -> Result<(String, bool), String> {
+pub(crate) async fn pay(client: &reqwest::Client, url: &str, order: &str) -> Result<(String, bool), String> {
     let resp = client
         .post(format!("{url}/v1/payment_intents"))
         .bearer_auth("sk_test_durable")
@@ -103,7 +103,7 @@ async fn pay(client: &reqwest::Client, url: &str, order: &str) -> Result<(String
     }
 }
 
-async fn get(client: &reqwest::Client, url: &str, path: &str) -> (u16, Value) {
+pub(crate) async fn get(client: &reqwest::Client, url: &str, path: &str) -> (u16, Value) {
     let resp = client
         .get(format!("{url}{path}"))
         .bearer_auth("sk_test_durable")
@@ -114,9 +114,9 @@ async fn get(client: &reqwest::Client, url: &str, path: &str) -> (u16, Value) {
 }
 
 /// A small deterministic generator: the moments of the kills come from the seed.
-struct XorShift(u64);
+pub(crate) struct XorShift(pub(crate) u64);
 impl XorShift {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -478,11 +478,11 @@ async fn a_damaged_or_repeated_record_loses_and_doubles_nothing_and_is_said() {
 }
 
 /// A tmpfs mounted for one test (as root), unmounted when dropped.
-struct SmallDisk(PathBuf);
+pub(crate) struct SmallDisk(pub(crate) PathBuf);
 
 impl SmallDisk {
     /// `None` (after saying so) when this machine cannot mount one.
-    fn mount(name: &str, size: &str) -> Option<Self> {
+    pub(crate) fn mount(name: &str, size: &str) -> Option<Self> {
         let dir = data_dir(name);
         std::fs::create_dir_all(&dir).unwrap();
         let out = Command::new("mount")

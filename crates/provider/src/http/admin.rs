@@ -57,6 +57,7 @@ pub fn routes(provider: AppState) -> Vec<(&'static str, MethodRouter<AppState>)>
         ("/__fauxpay/requests", guard(get(requests))),
         ("/__fauxpay/webhooks", guard(get(webhooks))),
         ("/__fauxpay/webhooks/resend", guard(post(resend_webhook))),
+        ("/__fauxpay/clock", guard(get(clock).post(advance_clock))),
         ("/__fauxpay/webhooks/drain", guard(get(drain_webhooks))),
         ("/metrics", guard(get(metrics))),
     ]
@@ -228,6 +229,34 @@ async fn webhooks(State(app): State<AppState>, req: ApiRequest) -> Response {
         event.is_none_or(|e| *r.event.as_str() == *e) && endpoint.is_none_or(|p| *r.endpoint.as_str() == *p)
     });
     Json(json!({"object": "list", "counts": app.webhooks.counts(), "data": records})).into_response()
+}
+
+/// `GET /__fauxpay/clock`: how far the provider's time was moved forward.
+async fn clock(State(app): State<AppState>) -> Response {
+    Json(json!({"offset": humantime::format_duration(app.clock.offset()).to_string()})).into_response()
+}
+
+/// `POST /__fauxpay/clock` with `advance=DURATION`: moves the provider's time forward (it
+/// never goes back): idempotency keys and fault attempts age as if that time had passed,
+/// so a key's TTL can be crossed without waiting. Not kept across a restart.
+async fn advance_clock(State(app): State<AppState>, req: ApiRequest) -> Response {
+    let raw = match req.request.params.req_str("advance") {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let by = match humantime::parse_duration(raw.trim()) {
+        Ok(d) if d <= std::time::Duration::from_secs(10 * 365 * 24 * 3600) => d,
+        _ => {
+            return ApiError::invalid_param(
+                "advance",
+                format!("Invalid advance: expected a duration such as 90s or 25h (at most 10 years), got '{raw}'."),
+            )
+            .into_response()
+        }
+    };
+    app.clock.advance(by);
+    tracing::info!(by = %humantime::format_duration(by), "the provider's clock moved forward");
+    Json(json!({"offset": humantime::format_duration(app.clock.offset()).to_string()})).into_response()
 }
 
 async fn resend_webhook(State(app): State<AppState>, req: ApiRequest) -> Response {

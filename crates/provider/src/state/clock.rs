@@ -20,6 +20,11 @@ impl Clock {
         Instant::now() + Duration::from_nanos(self.offset_ns.load(Ordering::Relaxed))
     }
 
+    /// How far the provider's time has been moved forward so far.
+    pub fn offset(&self) -> Duration {
+        Duration::from_nanos(self.offset_ns.load(Ordering::Relaxed))
+    }
+
     /// Moves the provider's time forward by `by` (e.g. past a key's TTL).
     pub fn advance(&self, by: Duration) {
         let ns = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);

@@ -16,6 +16,7 @@ const ROUTES: &[(&str, &str, &str)] = &[
     ("POST", "/__fauxpay/reset", ""),
     ("PUT", "/__fauxpay/profile", "{\"bundled\":\"chaos\"}"),
     ("POST", "/__fauxpay/webhooks/resend", "event=evt_none"),
+    ("POST", "/__fauxpay/clock", "advance=25h"),
     ("POST", "/__fauxpay/ui/reset", "confirm=yes"),
     ("POST", "/__fauxpay/ui/profile", "bundled=chaos"),
     ("POST", "/__fauxpay/ui/login", "token=x"),

@@ -281,3 +281,22 @@ async fn reject_policy_lets_exactly_one_concurrent_charge_through() {
     assert_eq!(s["duplicate_group_count"], 0);
     assert_eq!(s["blocked_duplicates"], 39);
 }
+
+/// `POST /__fauxpay/clock advance=…` moves the provider's time: a key past its TTL makes a
+/// new payment, as at Stripe after 24 hours, without waiting a day.
+#[tokio::test]
+async fn the_admin_clock_crosses_a_keys_ttl_without_waiting() {
+    let h = common::Harness::default().await;
+    let body = common::charge_body("clock-1", "pm_card_visa");
+    let (_, first) = common::json(h.form("/v1/payment_intents", &body, Some("clock-key")).await).await;
+    let (_, replay) = common::json(h.form("/v1/payment_intents", &body, Some("clock-key")).await).await;
+    assert_eq!(first["id"], replay["id"]);
+    let resp = h.client.post(h.url("/__fauxpay/clock")).form(&[("advance", "25h")]).send().await.unwrap();
+    let (status, clock) = common::json(resp).await;
+    assert_eq!((status, clock["offset"].as_str()), (200, Some("1day 1h")), "{clock}");
+    let (_, later) = common::json(h.form("/v1/payment_intents", &body, Some("clock-key")).await).await;
+    assert_ne!(first["id"], later["id"], "the key expired: a new payment");
+    let resp = h.client.post(h.url("/__fauxpay/clock")).form(&[("advance", "soon")]).send().await.unwrap();
+    let (status, e) = common::json(resp).await;
+    assert_eq!((status, e["error"]["param"].as_str()), (400, Some("advance")), "{e}");
+}
