@@ -18,5 +18,6 @@ mod load;
 mod load_fulfillment;
 mod load_rate;
 mod markdown;
+mod nemesis;
 mod report_html;
 mod support;

@@ -291,12 +291,24 @@ async fn the_admin_clock_crosses_a_keys_ttl_without_waiting() {
     let (_, first) = common::json(h.form("/v1/payment_intents", &body, Some("clock-key")).await).await;
     let (_, replay) = common::json(h.form("/v1/payment_intents", &body, Some("clock-key")).await).await;
     assert_eq!(first["id"], replay["id"]);
-    let resp = h.client.post(h.url("/__fauxpay/clock")).form(&[("advance", "25h")]).send().await.unwrap();
+    let resp = h
+        .client
+        .post(h.url("/__fauxpay/clock"))
+        .form(&[("advance", "25h")])
+        .send()
+        .await
+        .unwrap();
     let (status, clock) = common::json(resp).await;
     assert_eq!((status, clock["offset"].as_str()), (200, Some("1day 1h")), "{clock}");
     let (_, later) = common::json(h.form("/v1/payment_intents", &body, Some("clock-key")).await).await;
     assert_ne!(first["id"], later["id"], "the key expired: a new payment");
-    let resp = h.client.post(h.url("/__fauxpay/clock")).form(&[("advance", "soon")]).send().await.unwrap();
+    let resp = h
+        .client
+        .post(h.url("/__fauxpay/clock"))
+        .form(&[("advance", "soon")])
+        .send()
+        .await
+        .unwrap();
     let (status, e) = common::json(resp).await;
     assert_eq!((status, e["error"]["param"].as_str()), (400, Some("advance")), "{e}");
 }
