@@ -327,22 +327,7 @@ async fn merged_reports_add_up_to_the_ledger() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_answer_is_cut_and_counted_and_costs_little() {
     let h = provider("happy").await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let target = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 8192];
-                let _ = s.read(&mut buf).await;
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
-                    .await;
-                let chunk = vec![b' '; 64 << 10];
-                while s.write_all(&chunk).await.is_ok() {}
-            });
-        }
-    });
+    let target = fauxpay_testkit::fakes::endless_server().await;
     let url = h.provider.url();
     let out = out_dir("endless");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fauxpay"));

@@ -5,7 +5,6 @@
 
 use fauxpay_merchant::Strategy;
 use fauxpay_testkit::merchant::{body, checkout, merchant, Backend};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Resident memory of this process, in bytes.
 fn rss() -> u64 {
@@ -20,21 +19,7 @@ fn rss() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let provider = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 8192];
-                let _ = s.read(&mut buf).await;
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n")
-                    .await;
-                let chunk = vec![b' '; 64 << 10];
-                while s.write_all(&chunk).await.is_ok() {}
-            });
-        }
-    });
+    let provider = fauxpay_testkit::fakes::endless_server().await;
     let m = merchant(Strategy::Naive, &provider, &Backend::Memory, |c| {
         c.provider_timeout = std::time::Duration::from_secs(5);
     })

@@ -48,18 +48,19 @@ pub fn same(presented: &[u8], token: &str) -> bool {
     bool::from(subtle::ConstantTimeEq::ct_eq(presented, token.as_bytes()))
 }
 
-/// Whether a request that changes state comes from another site: its `Origin` is not the
-/// `Host` it was sent to, or `Sec-Fetch-Site` says `cross-site` or `same-site`. Browsers
-/// send both on every cross-origin POST (forms and `no-cors` fetches included); clients
-/// that are not browsers (curl, SDKs, the load generator) send neither and pass.
+/// Whether a request that changes state comes from another site: `Sec-Fetch-Site` says
+/// `cross-site` or `same-site` (a browser sets it, and a page cannot), or, from a browser
+/// too old to send it, its `Origin` is not the `Host` it was sent to. Browsers send them on
+/// every cross-origin POST (forms and `no-cors` fetches included); clients that are not
+/// browsers (curl, SDKs, the load generator) send neither and pass. (The dashboard's pages
+/// send no referrer, so their own forms carry `Origin: null`: `Sec-Fetch-Site:
+/// same-origin` is what vouches for them.)
 pub fn cross_site(method: &Method, headers: &HeaderMap) -> bool {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return false;
     }
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
-        if !matches!(site, "same-origin" | "none") {
-            return true;
-        }
+        return !matches!(site, "same-origin" | "none");
     }
     match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
         None => false,
