@@ -703,3 +703,59 @@ async fn webhook_endpoints_created_through_the_api_receive_what_they_enable() {
         404
     );
 }
+
+/// A plain-http receiver that answers 200 with an endless body: the delivery counts (a
+/// 2xx), 64 KiB of the answer is read and the connection dropped, and the provider stays
+/// small. (The https path is held to the same in webhooks_tls.rs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_webhook_answer_is_read_only_in_part() {
+    let url = fauxpay_testkit::fakes::endless_server().await;
+    let h = Harness::start(fauxpay_provider::Config {
+        webhooks: vec![WebhookTarget {
+            url: format!("{url}/hook"),
+            secret: "whsec_endless".into(),
+        }],
+        delivery: Settings {
+            retries: Vec::new(),
+            timeout: Duration::from_secs(5),
+            concurrency: 4,
+        },
+        ..fauxpay_provider::Config::default()
+    })
+    .await;
+    let rss = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap()
+            * 1024
+    };
+    let before = rss();
+    for i in 0..3 {
+        let r = h
+            .form(
+                "/v1/payment_intents",
+                &common::charge_body(&format!("endless-{i}"), "pm_card_visa"),
+                None,
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+    }
+    let (status, drained) = common::json(
+        h.client
+            .get(h.url("/__fauxpay/webhooks/drain?timeout=20s"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{drained}");
+    let grew = rss().saturating_sub(before);
+    assert!(grew < 128 << 20, "endless answers grew the provider by {grew} bytes");
+    let (_, log) = common::json(h.client.get(h.url("/__fauxpay/webhooks")).send().await.unwrap()).await;
+    let attempts = log["data"].as_array().unwrap();
+    assert_eq!(attempts.len(), 9, "{log}");
+    assert!(attempts.iter().all(|a| a["result"] == "delivered"), "{log}");
+}
