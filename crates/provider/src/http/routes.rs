@@ -24,7 +24,6 @@ use crate::error::{ApiError, ErrorType, Status};
 use crate::pipeline;
 use crate::resources::endpoint::{Endpoint, PathIds, Verb};
 use crate::resources::endpoints;
-use tower_http::catch_panic::CatchPanicLayer;
 
 type AppState = Arc<Provider>;
 
@@ -46,8 +45,7 @@ pub fn router(provider: AppState) -> Observe<Router> {
     let api = api
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(provider.clone())
-        .layer(CatchPanicLayer::custom(super::observe::panic_response));
+        .with_state(provider.clone());
     Observe::new(api, provider, labels)
 }
 
