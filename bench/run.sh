@@ -15,7 +15,8 @@
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
 # Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load rate reconcile;
-# peers on request), BENCH_SOAK_KEY_TTL (5s) and BENCH_SOAK_RETAIN (10s): the soak row's
+# peers and restart on request), BENCH_RESTART_SECONDS (600: the restart row's soak with --data-dir and
+# --retain, after which the provider is killed -9 and restarted), BENCH_SOAK_KEY_TTL (5s) and BENCH_SOAK_RETAIN (10s): the soak row's
 # window, which must hold fewer than BENCH_PAYMENTS payments at the provider's full speed,
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
 # BENCH_PAYMENTS (1000000; also the payments recovered in the durable row), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
@@ -27,6 +28,7 @@ cd "$(dirname "$0")/.."
 ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load rate reconcile"}
 SOAK_KEY_TTL=${BENCH_SOAK_KEY_TTL:-5s}
 SOAK_RETAIN=${BENCH_SOAK_RETAIN:-10s}
+RESTART_SECS=${BENCH_RESTART_SECONDS:-600}
 RUNS=${BENCH_RUNS:-3}
 SECS=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNECTIONS:-64}
@@ -116,6 +118,8 @@ start_server() {
     provider-webhook) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --webhook "$WEBHOOK_URL" >"$log" 2>&1 & ;;
     # The provider keeping its state in a data dir (--fsync ${FSYNC:-batch}).
     provider-durable) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --data-dir "${DATA_DIR:-$SERVER_SCRATCH}" --fsync "${FSYNC:-batch}" >"$log" 2>&1 & ;;
+    # A soak with a data dir: what leaves memory (--retain) is still in the log.
+    provider-durable-soak) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --key-ttl "$SOAK_KEY_TTL" --retain "$SOAK_RETAIN" --data-dir "$DATA_DIR" >"$log" 2>&1 & ;;
     # A soak: keys and objects leave memory (--key-ttl $SOAK_KEY_TTL --retain $SOAK_RETAIN).
     provider-soak) taskset -c "$SERVER_CPU" "$BIN/fauxpay" serve --addr 127.0.0.1:0 --profile happy --key-ttl "$SOAK_KEY_TTL" --retain "$SOAK_RETAIN" >"$log" 2>&1 & ;;
     # Room for the held connections and the probes that count them.
@@ -131,7 +135,7 @@ start_server() {
   SERVER_URL=
   # Recovery from a data dir comes before listening: allow it a minute.
   local tries=200
-  [ "$kind" = provider-durable ] && tries=1200
+  case $kind in provider-durable*) tries=1200 ;; esac
   for _ in $(seq "$tries"); do
     SERVER_URL=$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$log" | head -1 || true)
     [ -n "$SERVER_URL" ] && break
@@ -522,6 +526,29 @@ if has_row soak; then
   else
     row "provider: RSS with --retain $SOAK_RETAIN" "not reached ($charges payments)" "—" "—" "≤ 1.20" 0
   fi
+fi
+
+if has_row restart; then
+  echo "== provider: restart after a ${RESTART_SECS}s soak with --data-dir and --retain $SOAK_RETAIN (kill -9)" >&2
+  DATA_DIR="$WORK/data-restart"
+  mkdir -p "$DATA_DIR"
+  start_server provider-durable-soak
+  fill_payments 1000000000 "$RESTART_SECS" restart-wrk.log
+  charges=$CHARGES
+  rss_running=$(rss_kb "$SERVER_PID")
+  kill -KILL "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  size=$(du -sm "$DATA_DIR" | cut -f1)
+  t0=$(date +%s.%N)
+  start_server provider-durable-soak
+  took=$(calc "$(date +%s.%N) - $t0")
+  # The restarted process's peak resident memory so far: its recovery's.
+  peak=$(awk '/^VmHWM:/ {print $2}' "/proc/$SERVER_PID/status")
+  stop_server
+  rm -rf "$DATA_DIR"
+  r=$(calc "$peak / $rss_running")
+  row "provider: restart after a ${RESTART_SECS}s --retain soak ($charges payments, $size MB of log)" "$(fmt "$took" 1) s, peak $(fmt "$(calc "$peak / 1024")") MB" "$(fmt "$(calc "$rss_running / 1024")") MB running" "$(fmt "$r" 2)" "≤ 1.50, ≤ 5 s" "$( [ "$(le "$r" 1.5)" = 1 ] && [ "$(le "$took" 5)" = 1 ] && echo 1 || echo 0)"
+  RAW+=("restart: $charges payments in ${RESTART_SECS}s (--retain $SOAK_RETAIN, --key-ttl $SOAK_KEY_TTL), log $size MB, running RSS $rss_running kB; kill -9, restart until listening $took s, peak RSS $peak kB")
 fi
 
 if has_row hold; then
