@@ -278,14 +278,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // On loopback only the loopback names (and --allowed-host): a web page cannot
         // reach a developer's fauxpay through DNS rebinding. Elsewhere (a container, a
         // cluster) any name, unless --allowed-host lists them.
-        allowed_hosts: match (args.addr.ip().is_loopback(), args.allowed_host.is_empty()) {
-            (false, true) => Vec::new(),
-            (loopback, _) => provider::LOOPBACK_HOSTS
+        allowed_hosts: {
+            let loopback = args.addr.ip().is_loopback();
+            let defaults = provider::LOOPBACK_HOSTS
                 .iter()
                 .filter(|_| loopback)
-                .map(|h| h.to_string())
-                .chain(args.allowed_host.iter().cloned())
-                .collect(),
+                .map(|h| h.to_string());
+            defaults.chain(args.allowed_host.iter().cloned()).collect()
         },
     };
     if !args.addr.ip().is_loopback() && config.admin_token.is_none() {

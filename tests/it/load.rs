@@ -361,14 +361,8 @@ async fn an_endless_answer_is_cut_and_counted_and_costs_little() {
     // The process's peak resident memory, as the kernel keeps it, sampled until it exits.
     let peak = std::thread::spawn(move || {
         let mut peak = 0u64;
-        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            if let Some(kb) = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak = peak.max(kb * 1024);
-            }
+        while let Some(hwm) = fauxpay_testkit::fakes::memory(Some(pid), "VmHWM") {
+            peak = peak.max(hwm);
             // A sampling interval (VmHWM only grows), not a wait for an event.
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
@@ -452,4 +446,18 @@ async fn a_run_whose_ledger_cannot_be_read_is_reported_unknown_and_reconciled_la
     );
     assert_eq!(found, in_ledger, "{stdout}");
     assert_eq!(out.status.code(), Some(1), "a double-charge gate failed: {stdout}");
+}
+
+/// The cap itself, on an answer that never ends: `read_capped` gives up at the cap, and
+/// `json_capped` says so in words.
+#[tokio::test]
+async fn an_endless_answer_is_cut_at_the_cap() {
+    use fauxpay_loadtests::body::{json_capped, read_capped};
+    let url = fauxpay_testkit::fakes::endless_server().await;
+    let resp = reqwest::get(&url).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(read_capped(resp, 1 << 20).await.unwrap(), None);
+    let resp = reqwest::get(&url).await.unwrap();
+    let e = json_capped::<Value>(resp, 4096).await.unwrap_err();
+    assert_eq!(e.to_string(), "the answer is longer than 4096 bytes; not read");
 }

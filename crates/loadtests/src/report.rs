@@ -448,12 +448,6 @@ impl Report {
         if let Some(o) = &self.open {
             s.push_str(&o.summary());
         }
-        if let Some(why) = &self.ledger_unread {
-            let _ = writeln!(
-                s,
-                "  UNKNOWN     the provider's ledger could not be read ({why}): double, lost and phantom charges are unknown; `fauxpay report reconcile DIR --provider URL` judges the saved journal later"
-            );
-        }
         if self.answers_cut > 0 {
             let _ = writeln!(
                 s,
@@ -462,25 +456,36 @@ impl Report {
                 crate::body::MAX_ANSWER_BYTES
             );
         }
-        let _ = writeln!(
-            s,
-            "  anomalies   double charges {} ({} extra charges, {} extra), lost {}, phantom {}, amount mismatches {}, inconsistent replays {}, unresolved {} ({} charged)",
-            a.double_charges.count,
-            a.extra_charges,
-            money(a.extra_amount),
-            a.lost.count,
-            a.phantom.count,
-            a.amount_mismatch.count,
-            a.inconsistent_replay.count,
-            a.unresolved.count,
-            a.unresolved_charged
-        );
-        let by: Vec<String> = self
-            .by_behaviour
-            .iter()
-            .map(|(b, c)| format!("{b} {} payments / {} double-charged", c.payments, c.double_charges))
-            .collect();
-        let _ = writeln!(s, "  by client   {}", by.join("; "));
+        match &self.ledger_unread {
+            // Without the ledger there are no anomaly counts to show: zeros would lie.
+            Some(why) => {
+                let _ = writeln!(
+                    s,
+                    "  anomalies   UNKNOWN: the provider's ledger could not be read ({why}); `fauxpay report reconcile DIR --provider URL` judges the saved journal later"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "  anomalies   double charges {} ({} extra charges, {} extra), lost {}, phantom {}, amount mismatches {}, inconsistent replays {}, unresolved {} ({} charged)",
+                    a.double_charges.count,
+                    a.extra_charges,
+                    money(a.extra_amount),
+                    a.lost.count,
+                    a.phantom.count,
+                    a.amount_mismatch.count,
+                    a.inconsistent_replay.count,
+                    a.unresolved.count,
+                    a.unresolved_charged
+                );
+                let by: Vec<String> = self
+                    .by_behaviour
+                    .iter()
+                    .map(|(b, c)| format!("{b} {} payments / {} double-charged", c.payments, c.double_charges))
+                    .collect();
+                let _ = writeln!(s, "  by client   {}", by.join("; "));
+            }
+        }
         if let Some(line) = self.fulfillment_line() {
             let _ = writeln!(s, "  fulfilment  {line}");
         }
@@ -502,7 +507,9 @@ impl Report {
         let _ = writeln!(
             s,
             "  result      {}",
-            if self.passed() {
+            if self.ledger_unread.is_some() {
+                "unknown: the ledger could not be read (exit 4)"
+            } else if self.passed() {
                 "every gate held"
             } else {
                 "a gate failed"

@@ -195,6 +195,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     // its anomalies unknown, and exits 4; `fauxpay report reconcile` judges it later.
     let (ledger, ledger_unread) = match fetch_ledger(&http, &provider, args.admin_token.as_deref(), &prefix).await {
         Ok(ledger) => (ledger, None),
+        Err(LoadError::Ledger(why)) => (Default::default(), Some(why)),
         Err(e) => (Default::default(), Some(e.to_string())),
     };
     let requests = fetch_requests(&http, &provider, args.admin_token.as_deref(), &prefix).await;

@@ -1,4 +1,5 @@
-//! Misbehaving servers for the tests of what fauxpay reads from the network.
+//! Misbehaving servers for the tests of what fauxpay reads from the network, and the
+//! memory figure those tests hold it to.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -21,4 +22,28 @@ pub async fn endless_server() -> String {
         }
     });
     url
+}
+
+/// A field of `/proc/PID/status` in bytes (`VmRSS`: resident now; `VmHWM`: its peak), for
+/// `pid` or this process; `None` once the process is gone.
+pub fn memory(pid: Option<u32>, field: &str) -> Option<u64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/status"),
+        None => "/proc/self/status".to_string(),
+    };
+    let status = std::fs::read_to_string(path).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// This process's resident memory, in bytes.
+pub fn resident() -> u64 {
+    memory(None, "VmRSS").expect("/proc/self/status has VmRSS")
 }

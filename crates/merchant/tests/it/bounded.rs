@@ -6,17 +6,6 @@
 use fauxpay_merchant::Strategy;
 use fauxpay_testkit::merchant::{body, checkout, merchant, Backend};
 
-/// Resident memory of this process, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap()
-        * 1024
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
     let provider = fauxpay_testkit::fakes::endless_server().await;
@@ -25,7 +14,7 @@ async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
     })
     .await;
     let client = reqwest::Client::new();
-    let before = rss();
+    let before = fauxpay_testkit::fakes::resident();
     for n in 0..3 {
         let resp = checkout(
             &client,
@@ -37,7 +26,7 @@ async fn an_endless_provider_answer_is_cut_and_the_checkout_ends_unknown() {
         .expect("the merchant answers");
         assert!(resp.status >= 500, "not a success: {} {}", resp.status, resp.body);
     }
-    let grew = rss().saturating_sub(before);
+    let grew = fauxpay_testkit::fakes::resident().saturating_sub(before);
     assert!(
         grew < 256 << 20,
         "three endless answers grew the merchant by {grew} bytes"

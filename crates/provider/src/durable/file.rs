@@ -179,7 +179,13 @@ pub fn open(
             why,
         };
         let (payload, next) = match frames.at(offset).map_err(io(dir))? {
-            Frame::Whole { end, payload } => (payload, end),
+            Frame::Whole { end } => {
+                // The common case, read in place from the read-ahead window: no copy.
+                let payload = frames.bytes(offset + 8, (end - offset - 8) as usize).map_err(io(dir))?;
+                each_record(&mut each, &mut found, dir, offset, payload)?;
+                offset = end;
+                continue;
+            }
             Frame::Damaged {
                 stored_crc,
                 declared_end,
@@ -270,7 +276,7 @@ fn each_record(
 /// What the bytes at an offset hold.
 enum Frame {
     /// A frame whose length fits, whose payload is a record's and has its checksum.
-    Whole { end: u64, payload: Vec<u8> },
+    Whole { end: u64 },
     /// Anything else: the stored checksum, where the frame would end by its length (if
     /// that is inside the file), and whether that length is one fauxpay could write.
     Damaged {
@@ -345,8 +351,7 @@ impl<'f> Frames<'f> {
         if payload_len_ok && declared_end.is_some() {
             let payload = self.bytes(offset + 8, size as usize)?;
             if payload[0] == b'{' && crc32fast::hash(payload) == crc {
-                let payload = payload.to_vec();
-                return Ok(Frame::Whole { end, payload });
+                return Ok(Frame::Whole { end });
             }
         }
         Ok(Frame::Damaged {

@@ -212,7 +212,7 @@ impl<'a> Replay<'a> {
                     self.repeats += 1;
                     return Ok(());
                 }
-                self.commit(*c)?;
+                self.commit(*c, request_id)?;
                 self.commits += 1;
             }
             Record::Attempt { identity, n, at_ms } => {
@@ -231,7 +231,7 @@ impl<'a> Replay<'a> {
         Ok(())
     }
 
-    fn commit(&mut self, c: Commit) -> Result<(), String> {
+    fn commit(&mut self, c: Commit, request_id: RequestId) -> Result<(), String> {
         let verb = match c.verb.as_str() {
             "POST" => Verb::Post,
             "DELETE" => Verb::Delete,
@@ -242,7 +242,6 @@ impl<'a> Replay<'a> {
             .find(|e| e.verb == verb && e.path == c.endpoint)
             .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?;
         let params = c.params;
-        let request_id = RequestId::parse(&c.request_id).ok_or_else(|| format!("request id {}", c.request_id))?;
         let key = c
             .idempotency_key
             .as_deref()

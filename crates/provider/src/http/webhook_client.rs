@@ -219,18 +219,8 @@ impl Client {
         let status = answer.status().as_u16();
         // Read the body (up to 64 KiB, as on the plain path), so the connection can be
         // reused; a longer one is dropped unread, with its connection.
-        let mut answer = answer;
-        let mut read = 0;
-        while let Some(chunk) = answer.chunk().await.map_err(|e| failed(&e))? {
-            read += chunk.len();
-            if read > MAX_ANSWER_BYTES {
-                tracing::debug!(
-                    url,
-                    "a webhook answer over {MAX_ANSWER_BYTES} bytes: the rest is not read"
-                );
-                break;
-            }
-        }
+        let body = http::Response::<reqwest::Body>::from(answer).into_body();
+        let _ = Limited::new(body, MAX_ANSWER_BYTES).collect().await;
         Ok(status)
     }
 }

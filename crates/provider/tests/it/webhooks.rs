@@ -723,16 +723,7 @@ async fn an_endless_webhook_answer_is_read_only_in_part() {
         ..fauxpay_provider::Config::default()
     })
     .await;
-    let rss = || {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
-    let before = rss();
+    let before = fauxpay_testkit::fakes::resident();
     for i in 0..3 {
         let r = h
             .form(
@@ -752,7 +743,7 @@ async fn an_endless_webhook_answer_is_read_only_in_part() {
     )
     .await;
     assert_eq!(status, 200, "{drained}");
-    let grew = rss().saturating_sub(before);
+    let grew = fauxpay_testkit::fakes::resident().saturating_sub(before);
     assert!(grew < 128 << 20, "endless answers grew the provider by {grew} bytes");
     let (_, log) = common::json(h.client.get(h.url("/__fauxpay/webhooks")).send().await.unwrap()).await;
     let attempts = log["data"].as_array().unwrap();

@@ -231,22 +231,11 @@ async fn pay_and_drain(h: &Harness, n: usize, prefix: &str) -> Value {
     drained
 }
 
-/// Resident memory of this process, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb * 1024
-}
-
 async fn an_endless_answer_is_read_only_in_part(tls: Arc<ServerConfig>) {
     let (got, h) = receiver_and_provider(tls, Answer::Endless).await;
-    let before = rss();
+    let before = fauxpay_testkit::fakes::resident();
     pay_and_drain(&h, 3, "endless").await;
-    let grew = rss().saturating_sub(before);
+    let grew = fauxpay_testkit::fakes::resident().saturating_sub(before);
     assert_eq!(
         got.lock().unwrap().requests,
         9,
