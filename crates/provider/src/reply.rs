@@ -8,9 +8,12 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::resources::charges::object::Charge;
+use crate::resources::checkout_sessions::object::CheckoutSession;
 use crate::resources::customers::object::Customer;
 use crate::resources::payment_intents::object::PaymentIntent;
 use crate::resources::payment_methods::object::PaymentMethod;
+use crate::resources::prices::object::Price;
+use crate::resources::products::object::Product;
 use crate::resources::refunds::object::Refund;
 use crate::resources::setup_intents::object::SetupIntent;
 use crate::stripe::ids::ObjectId;
@@ -26,6 +29,9 @@ pub enum Reply {
     Customer(Arc<Customer>),
     PaymentMethod(Arc<PaymentMethod>),
     SetupIntent(Arc<SetupIntent>),
+    Product(Arc<Product>),
+    Price(Arc<Price>),
+    CheckoutSession(Arc<CheckoutSession>),
     Json(Box<Value>),
 }
 
@@ -45,6 +51,15 @@ impl Reply {
                 let _ = serde_json::to_writer(out, &**o);
             }
             Reply::SetupIntent(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::Product(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::Price(o) => {
+                let _ = serde_json::to_writer(out, &**o);
+            }
+            Reply::CheckoutSession(o) => {
                 let _ = serde_json::to_writer(out, &**o);
             }
             Reply::Json(v) => {
@@ -68,7 +83,9 @@ impl Reply {
             Reply::Customer(o) => Some(ObjectId::Customer(o.id)),
             Reply::PaymentMethod(o) => Some(ObjectId::PaymentMethod(o.id)),
             Reply::SetupIntent(o) => Some(ObjectId::SetupIntent(o.id)),
-            Reply::Json(_) => None,
+            Reply::Price(o) => Some(ObjectId::Price(o.id)),
+            Reply::CheckoutSession(o) => Some(ObjectId::CheckoutSession(o.id)),
+            Reply::Product(_) | Reply::Json(_) => None,
         }
     }
 
@@ -81,6 +98,9 @@ impl Reply {
             Reply::Customer(o) => o.to_json(),
             Reply::PaymentMethod(o) => o.to_json(),
             Reply::SetupIntent(o) => o.to_json(),
+            Reply::Product(o) => o.to_json(),
+            Reply::Price(o) => o.to_json(),
+            Reply::CheckoutSession(o) => o.to_json(),
             Reply::Json(v) => (**v).clone(),
         }
     }

@@ -14,15 +14,15 @@ use crate::config::Config;
 use crate::durable::file::{self, DataDirError, Recovered};
 use crate::durable::record::Commit;
 use crate::durable::{DataLog, Fsync, Record};
-use crate::fault_injection::attempt::Attempt;
+use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::fault_injection::counted_identity;
 use crate::idempotency::admission::stored_result;
 use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::Fingerprint;
 use crate::pipeline::execute::{execute_validated, status_of};
+use crate::resources as api;
 use crate::resources::endpoint::{Call, Endpoint, Verb};
 use crate::resources::events::store::Publisher;
-use crate::resources::{self as api, three_ds};
 use crate::state::clock;
 use crate::stripe::cards::Decline;
 use crate::stripe::ids::{self, ApiKey, CorrelationId, RequestId};
@@ -238,7 +238,7 @@ impl<'a> Replay<'a> {
             other => return Err(format!("unknown method {other}")),
         };
         let endpoint: &Endpoint = api::endpoints()
-            .chain(three_ds::routes::ENDPOINTS.iter())
+            .chain(api::fauxpay_endpoints())
             .find(|e| e.verb == verb && e.path == c.endpoint)
             .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?;
         let params = c.params;
@@ -259,6 +259,8 @@ impl<'a> Replay<'a> {
                 message: message.into(),
             }),
             origin: c.origin.as_deref().map(Arc::from),
+            key: KeyKind::of(&ApiKey::new(&c.api_key)),
+            checkout_session: None,
         };
         let call = Call {
             id: &c.id,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::idempotency::key::IdempotencyKey;
 use crate::stripe::cards::Decline;
-use crate::stripe::ids::{CorrelationId, RequestId};
+use crate::stripe::ids::{ApiKey, CheckoutSessionId, CorrelationId, RequestId};
 
 #[derive(Debug, Clone)]
 pub struct Attempt {
@@ -26,6 +26,36 @@ pub struct Attempt {
     pub decline: Option<Decline>,
     /// `http://{Host}` of the request, when it had a well-formed `Host`.
     pub origin: Option<Arc<str>>,
+    /// The kind of key the request was made with (the ledger records it).
+    pub key: KeyKind,
+    /// The Checkout Session the request pays for (set by the session's pay).
+    pub checkout_session: Option<CheckoutSessionId>,
+}
+
+/// Who made a request, by the kind of key it presented: the ledger says which kind made
+/// each charge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyKind {
+    /// A secret (`sk_test_…`) or restricted (`rk_test_…`) key: the merchant's server.
+    #[default]
+    Secret,
+    /// A publishable key (`pk_test_…`): the customer's browser (Stripe.js).
+    Publishable,
+    /// No key: fauxpay's hosted pages (Checkout, 3-D Secure) or a script standing in for
+    /// the customer there.
+    CheckoutPage,
+}
+
+impl KeyKind {
+    /// The kind of `key` (an empty key is a hosted page's request).
+    pub fn of(key: &ApiKey) -> Self {
+        match key.as_str() {
+            "" => Self::CheckoutPage,
+            k if k.starts_with("pk_") => Self::Publishable,
+            _ => Self::Secret,
+        }
+    }
 }
 
 impl Attempt {
@@ -38,6 +68,8 @@ impl Attempt {
             fault: None,
             decline: None,
             origin: None,
+            key: KeyKind::Secret,
+            checkout_session: None,
         }
     }
 }

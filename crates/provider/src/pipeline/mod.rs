@@ -22,7 +22,7 @@ use fauxpay_faults::{Fault, When};
 use crate::app::Provider;
 use crate::durable::commit::{execute_logged, CountedAttempt, Logged, Written};
 use crate::error::{ApiError, ErrorType, Status};
-use crate::fault_injection::attempt::Attempt;
+use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::fault_injection::{retry_after_secs, PlanInput};
 use crate::idempotency::admission::{admit, stored_result, Admission, Arrival};
 use crate::idempotency::{Claim, IdempotencyKey, StoredResponse};
@@ -252,6 +252,8 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
         fault: plan.label.clone(),
         decline: plan.decline(),
         origin: req.origin.take(),
+        key: KeyKind::of(&req.api_key),
+        checkout_session: None,
     };
     let fresh = match admission {
         Admission::Refused(e) => {

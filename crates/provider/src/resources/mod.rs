@@ -7,11 +7,14 @@
 //! [`endpoints`], and the spec checks and the docs' parameter table read it too.
 
 pub mod charges;
+pub mod checkout_sessions;
 pub mod customers;
 pub mod endpoint;
 pub mod events;
 pub mod payment_intents;
 pub mod payment_methods;
+pub mod prices;
+pub mod products;
 pub mod refunds;
 pub mod setup_intents;
 pub mod three_ds;
@@ -29,6 +32,9 @@ pub const RESOURCES: &[&[Endpoint]] = &[
     setup_intents::routes::ENDPOINTS,
     events::routes::ENDPOINTS,
     webhook_endpoints::routes::ENDPOINTS,
+    products::routes::ENDPOINTS,
+    prices::routes::ENDPOINTS,
+    checkout_sessions::routes::ENDPOINTS,
 ];
 
 /// The resources' names as their paths say them (`payment_intents`, `charges`, …), in
@@ -38,6 +44,14 @@ pub fn names() -> Vec<&'static str> {
         .iter()
         .filter_map(|r| r.first()?.path.strip_prefix("/v1/")?.split('/').next())
         .collect()
+}
+
+/// fauxpay's own endpoints under `/__fauxpay/` that run through the request pipeline
+/// like a `/v1` one (3-D Secure's authenticate, a Checkout Session's pay and lapse).
+pub fn fauxpay_endpoints() -> impl Iterator<Item = &'static Endpoint> {
+    three_ds::routes::ENDPOINTS
+        .iter()
+        .chain(checkout_sessions::routes::FAUXPAY_ENDPOINTS)
 }
 
 /// Every `/v1` endpoint, in declaration order.

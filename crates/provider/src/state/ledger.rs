@@ -20,11 +20,11 @@ use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
 
-use crate::fault_injection::attempt::Attempt;
+use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::idempotency::key::IdempotencyKey;
 use crate::state::clock::now_ms;
 use crate::state::shard::{self, Hasher, Sharded};
-use crate::stripe::ids::{ChargeId, CorrelationId, PaymentIntentId, RefundId, RequestId, Token};
+use crate::stripe::ids::{ChargeId, CheckoutSessionId, CorrelationId, PaymentIntentId, RefundId, RequestId, Token};
 use crate::stripe::money::Currency;
 
 /// Version of the record and summary JSON: the contract `fauxpay load` reads.
@@ -62,6 +62,8 @@ pub struct Movement {
     pub payment_intent: Option<PaymentIntentId>,
     /// For a refund: the charge it refunds.
     pub charge: Option<ChargeId>,
+    /// The Checkout Session the payment was made for.
+    pub checkout_session: Option<CheckoutSessionId>,
     pub attempt: Attempt,
 }
 
@@ -85,6 +87,10 @@ pub struct LedgerRecord {
     pub duplicate: bool,
     /// Unix time in milliseconds.
     pub created_ms: u64,
+    /// The Checkout Session the payment was made for.
+    pub checkout_session: Option<CheckoutSessionId>,
+    /// The kind of key the request that moved the money presented.
+    pub key: KeyKind,
     /// For a captured charge with a correlation id: how many its group holds, this one
     /// included, and where (in its shard) the group's previous charge is.
     group: Option<GroupLink>,
@@ -108,7 +114,7 @@ impl LedgerRecord {
 
 impl Serialize for LedgerRecord {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("LedgerRecord", 15)?;
+        let mut o = s.serialize_struct("LedgerRecord", 17)?;
         o.serialize_field("schema_version", &LEDGER_SCHEMA_VERSION)?;
         o.serialize_field("seq", &self.seq)?;
         o.serialize_field("id", &self.id())?;
@@ -124,6 +130,8 @@ impl Serialize for LedgerRecord {
         o.serialize_field("fault", &self.fault)?;
         o.serialize_field("duplicate", &self.duplicate)?;
         o.serialize_field("created_ms", &self.created_ms)?;
+        o.serialize_field("checkout_session", &self.checkout_session)?;
+        o.serialize_field("key_type", &self.key)?;
         o.end()
     }
 }
@@ -539,6 +547,8 @@ impl LedgerEntry<'_> {
             fault: m.attempt.fault,
             duplicate,
             created_ms: now_ms(),
+            checkout_session: m.checkout_session,
+            key: m.attempt.key,
             group: link,
         });
         self.shard.totals.add(kind, m.currency.code(), m.amount);
@@ -567,6 +577,7 @@ mod tests {
                 currency: Currency::parse("usd").unwrap(),
                 payment_intent: None,
                 charge: None,
+                checkout_session: None,
                 attempt: Attempt::plain(RequestId::generate(), None),
             },
         )

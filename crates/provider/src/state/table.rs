@@ -18,7 +18,7 @@ use crate::state::shard::{self, Hasher, Sharded};
 
 /// A value that knows its own key (an object knows its id).
 pub trait Keyed {
-    type Key: Hash + Eq + Copy;
+    type Key: Hash + Eq + Clone;
     fn key(&self) -> Self::Key;
 }
 

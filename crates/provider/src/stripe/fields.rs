@@ -7,8 +7,9 @@ use crate::fault_injection::attempt::Attempt;
 use crate::resources::charges::object::Charge;
 use crate::state::ledger::{Movement, MovementId};
 use crate::stripe::cards::{Decline, TestCard};
+use crate::stripe::ids::CheckoutSessionId;
 use crate::stripe::json::Metadata;
-use crate::stripe::params::Params;
+use crate::stripe::params::{Object, Params};
 
 /// Stripe's metadata limits.
 const MAX_METADATA_KEYS: usize = 50;
@@ -23,20 +24,28 @@ pub const MAX_TEXT_LEN: usize = 5_000;
 /// `http(s)` URL, as Stripe requires (a `javascript:` or `data:` one would run in the
 /// customer's browser on fauxpay's page); otherwise 400 `url_invalid` naming the param.
 pub fn return_url(p: &Params) -> Result<Option<&str>, ApiError> {
-    let Some(url) = p.opt_str("return_url")? else {
+    url_param(p, "return_url")
+}
+
+/// A URL parameter (`return_url`, a Checkout Session's `success_url` and `cancel_url`):
+/// an absolute `http(s)` URL, else 400 `url_invalid` naming it.
+pub fn url_param<'a>(p: &'a Params, name: &str) -> Result<Option<&'a str>, ApiError> {
+    let Some(url) = p.opt_str(name)? else {
         return Ok(None);
     };
     let scheme_ok = ["http://", "https://"]
         .iter()
         .any(|s| url.get(..s.len()).is_some_and(|head| head.eq_ignore_ascii_case(s)) && url.len() > s.len());
     if !scheme_ok || url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(ApiError::invalid_param("return_url", "Not a valid URL").with_code("url_invalid"));
+        return Err(ApiError::invalid_param(name, "Not a valid URL").with_code("url_invalid"));
     }
     Ok(Some(url))
 }
 
-pub fn movement_for(charge: &Charge, attempt: &Attempt) -> Movement {
+/// The ledger movement of a captured charge (made for `checkout_session`, if any).
+pub fn movement_for(charge: &Charge, checkout_session: Option<CheckoutSessionId>, attempt: &Attempt) -> Movement {
     Movement {
+        checkout_session,
         id: MovementId::Charge(charge.id),
         amount: charge.amount_captured,
         currency: charge.currency,
@@ -108,19 +117,26 @@ pub fn source(p: &Params) -> Result<&'static TestCard, ApiError> {
 }
 
 pub fn metadata(p: &Params) -> Result<Metadata, ApiError> {
-    let Some(map) = p.opt_object("metadata")? else {
+    metadata_in(p.opt_object("metadata")?, "metadata")
+}
+
+/// A metadata hash found at `name` (bracket notation, e.g.
+/// `payment_intent_data[metadata]`), checked against Stripe's limits; errors name the
+/// offending entry under `name`.
+pub fn metadata_in(map: Option<Object<'_>>, name: &str) -> Result<Metadata, ApiError> {
+    let Some(map) = map else {
         return Ok(Metadata::new());
     };
     let mut out: Vec<(&str, &str)> = Vec::with_capacity(map.len());
     if map.len() > MAX_METADATA_KEYS {
         return Err(ApiError::invalid_param(
-            "metadata",
+            name,
             format!("Metadata can have at most {MAX_METADATA_KEYS} keys."),
         ));
     }
     // The params map is sorted by key, so the metadata is too.
     for (k, v) in map.iter() {
-        let param = || format!("metadata[{k}]");
+        let param = || format!("{name}[{k}]");
         if k.chars().count() > MAX_METADATA_KEY_LEN {
             return Err(ApiError::invalid_param(
                 &param(),
@@ -309,4 +325,17 @@ mod return_url_tests {
             assert_eq!(err.0.as_deref(), Some("return_url"), "{bad}");
         }
     }
+}
+
+/// `e` with its `param` placed under `prefix` (`currency` inside `line_items[0][price_data]`
+/// becomes `line_items[0][price_data][currency]`), for errors of a nested hash.
+pub fn nested(prefix: &str, mut e: ApiError) -> ApiError {
+    e.param = Some(match e.param.take() {
+        None => prefix.to_string(),
+        Some(inner) => match inner.split_once('[') {
+            Some((head, rest)) => format!("{prefix}[{head}][{rest}"),
+            None => format!("{prefix}[{inner}]"),
+        },
+    });
+    e
 }

@@ -2,8 +2,8 @@
 //!
 //! Each kind of id is its own newtype so a charge id can never be passed where a
 //! payment intent id or an idempotency key is expected. Object ids carry Stripe's
-//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `seti_`, `evt_`, `we_`, `req_`) followed by 24 random
-//! alphanumerics.
+//! prefixes (`pi_`, `ch_`, `re_`, `pm_`, `cus_`, `seti_`, `evt_`, `we_`, `price_`, `cs_test_`, `li_`, `req_`) followed by
+//! 24 random alphanumerics; a product's id (`prod_…`) may also be one its creator chose.
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -308,6 +308,62 @@ id_type!(
     /// A webhook endpoint's id (`we_…`).
     WebhookEndpointId, "we_"
 );
+id_type!(
+    /// A price's id (`price_…`).
+    PriceId, "price_"
+);
+id_type!(
+    /// A Checkout Session's id (`cs_test_…`).
+    CheckoutSessionId, "cs_test_"
+);
+id_type!(
+    /// A Checkout Session line item's id (`li_…`).
+    LineItemId, "li_"
+);
+
+/// The longest id a client may choose for a product (`POST /v1/products` with `id`).
+pub const MAX_PRODUCT_ID: usize = 255;
+
+/// A product's id: `prod_…` when fauxpay makes it, or the one the client chose at
+/// creation (Stripe lets `POST /v1/products` name it).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProductId(Arc<str>);
+
+impl ProductId {
+    pub const PREFIX: &'static str = "prod_";
+
+    /// A fresh random `prod_…` id.
+    pub fn generate() -> Self {
+        Self(IdStr::new(Self::PREFIX, &Token::random()).to_string().into())
+    }
+
+    /// The id a client names (any non-empty text of at most [`MAX_PRODUCT_ID`] bytes).
+    pub fn parse(s: &str) -> Option<Self> {
+        (!s.is_empty() && s.len() <= MAX_PRODUCT_ID).then(|| Self(s.into()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ProductId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ProductId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Serialize for ProductId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
 
 /// The object a request created or touched, for the request log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,6 +374,8 @@ pub enum ObjectId {
     Customer(CustomerId),
     PaymentMethod(PaymentMethodId),
     SetupIntent(SetupIntentId),
+    Price(PriceId),
+    CheckoutSession(CheckoutSessionId),
 }
 
 impl ObjectId {
@@ -331,6 +389,8 @@ impl ObjectId {
             .or_else(|| CustomerId::parse(s).map(Self::Customer))
             .or_else(|| PaymentMethodId::parse(s).map(Self::PaymentMethod))
             .or_else(|| SetupIntentId::parse(s).map(Self::SetupIntent))
+            .or_else(|| PriceId::parse(s).map(Self::Price))
+            .or_else(|| CheckoutSessionId::parse(s).map(Self::CheckoutSession))
     }
 
     pub fn as_str(&self) -> IdStr {
@@ -341,6 +401,8 @@ impl ObjectId {
             Self::Customer(id) => id.as_str(),
             Self::PaymentMethod(id) => id.as_str(),
             Self::SetupIntent(id) => id.as_str(),
+            Self::Price(id) => id.as_str(),
+            Self::CheckoutSession(id) => id.as_str(),
         }
     }
 }

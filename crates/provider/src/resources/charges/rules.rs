@@ -15,7 +15,7 @@ use crate::state::payments::{DuplicatePolicy, Payments};
 use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, source, text, text_update,
 };
-use crate::stripe::ids::{ChargeId, PaymentMethodId};
+use crate::stripe::ids::{ChargeId, CheckoutSessionId, PaymentMethodId};
 use crate::stripe::money::{check_amount, Currency};
 use crate::stripe::paging::{list_page, search_page};
 use crate::stripe::params::Params;
@@ -63,7 +63,7 @@ impl Payments {
             return Err(duplicate_decline());
         }
         if capture {
-            entry.append(MovementKind::Charge, movement_for(&charge, attempt));
+            entry.append(MovementKind::Charge, movement_for(&charge, None, attempt));
         }
         let charge = Arc::new(charge);
         self.charges.insert(charge.clone());
@@ -88,7 +88,7 @@ impl Payments {
             self.ledger.note_blocked_duplicate();
             return Err(duplicate_decline());
         }
-        self.capture_charge_locked(&id, amount, &mut entry, attempt)
+        self.capture_charge_locked(&id, amount, None, &mut entry, attempt)
             .map(Reply::Charge)
     }
 
@@ -97,6 +97,7 @@ impl Payments {
         &self,
         id: &ChargeId,
         amount: u64,
+        checkout_session: Option<CheckoutSessionId>,
         entry: &mut LedgerEntry<'_>,
         attempt: &Attempt,
     ) -> Result<Arc<Charge>, ApiError> {
@@ -128,7 +129,7 @@ impl Payments {
                 let mut c = (**slot).clone();
                 c.captured = true;
                 c.amount_captured = amount;
-                entry.append(MovementKind::Charge, movement_for(&c, attempt));
+                entry.append(MovementKind::Charge, movement_for(&c, checkout_session, attempt));
                 let before = std::mem::replace(slot, Arc::new(c));
                 self.events.emit(
                     EventType::ChargeCaptured,

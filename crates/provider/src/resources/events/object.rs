@@ -72,6 +72,13 @@ event_types! {
     SetupIntentSetupFailed = "setup_intent.setup_failed",
     SetupIntentRequiresAction = "setup_intent.requires_action",
     SetupIntentCanceled = "setup_intent.canceled",
+    ProductCreated = "product.created",
+    ProductUpdated = "product.updated",
+    ProductDeleted = "product.deleted",
+    PriceCreated = "price.created",
+    PriceUpdated = "price.updated",
+    CheckoutSessionCompleted = "checkout.session.completed",
+    CheckoutSessionExpired = "checkout.session.expired",
 }
 
 impl std::fmt::Display for EventType {

@@ -11,7 +11,7 @@ use crate::resources::setup_intents::object::Usage;
 use crate::resources::three_ds::action::NextAction;
 use crate::state::table::Keyed;
 use crate::stripe::cards::{Decline, TestCard};
-use crate::stripe::ids::{ChargeId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
+use crate::stripe::ids::{ChargeId, CheckoutSessionId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
 use crate::stripe::money::Currency;
 
 use crate::stripe::json::{write, Metadata, Null, CLIENT_SECRET};
@@ -139,6 +139,9 @@ pub struct IntentText {
     pub statement_descriptor: Option<Box<str>>,
     pub statement_descriptor_suffix: Option<Box<str>>,
     pub transfer_group: Option<Box<str>>,
+    /// The Checkout Session the intent was made for (kept here, boxed with the texts,
+    /// so that intents made directly pay nothing for it).
+    pub checkout_session: Option<CheckoutSessionId>,
 }
 
 impl IntentText {
@@ -183,6 +186,11 @@ fn text_field(text: &Option<Box<IntentText>>, f: impl Fn(&IntentText) -> &Option
 impl PaymentIntent {
     pub fn customer(&self) -> Option<&str> {
         text_field(&self.text, |t| &t.customer)
+    }
+
+    /// The Checkout Session the intent was made for.
+    pub fn checkout_session(&self) -> Option<CheckoutSessionId> {
+        self.text.as_deref().and_then(|t| t.checkout_session)
     }
 
     pub fn description(&self) -> Option<&str> {

@@ -166,6 +166,7 @@ impl Payments {
             statement_descriptor: text(p, "statement_descriptor")?,
             statement_descriptor_suffix: text(p, "statement_descriptor_suffix")?,
             transfer_group: text(p, "transfer_group")?,
+            checkout_session: attempt.checkout_session,
         };
         let mut pi = PaymentIntent {
             id: PaymentIntentId::generate(),
@@ -340,7 +341,24 @@ impl Payments {
         .unwrap_or_else(|| Err(unknown()))
     }
 
+    /// `POST /v1/payment_intents/{id}/confirm`; a payment that goes through completes the
+    /// Checkout Session the intent was made for (confirmed in the browser).
     pub fn confirm_intent(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let result = self.confirm_intent_only(raw_id, p, attempt);
+        self.after_payment(&result, attempt);
+        result
+    }
+
+    /// Completes the Checkout Session of an intent whose payment just went through.
+    fn after_payment(&self, result: &Result<Reply, ApiError>, attempt: &Attempt) {
+        if let Ok(Reply::Intent(pi)) = result {
+            let paid = matches!(pi.status, IntentStatus::Succeeded | IntentStatus::RequiresCapture);
+            self.complete_session_of(pi.checkout_session(), paid, attempt);
+        }
+    }
+
+    /// The confirmation alone (a Checkout Session's pay, which holds the session).
+    pub(crate) fn confirm_intent_only(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
         let current = self.intents.get(&id).ok_or_else(unknown)?;
@@ -476,7 +494,10 @@ impl Payments {
         if automatic {
             pi.status = IntentStatus::Succeeded;
             pi.amount_received = pi.amount;
-            entry.append(MovementKind::Charge, movement_for(&charge, attempt));
+            entry.append(
+                MovementKind::Charge,
+                movement_for(&charge, pi.checkout_session(), attempt),
+            );
         } else {
             pi.status = IntentStatus::RequiresCapture;
             pi.amount_capturable = pi.amount;
@@ -499,6 +520,12 @@ impl Payments {
     /// would have) or failed (`outcome=fail`: back to `requires_payment_method` with
     /// `payment_intent_authentication_failure`) the authentication the intent waits for.
     pub fn authenticate_intent(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let result = self.authenticate_intent_only(raw_id, p, attempt);
+        self.after_payment(&result, attempt);
+        result
+    }
+
+    fn authenticate_intent_only(&self, raw_id: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let outcome = Authenticate::parse(p)?.outcome;
         let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
@@ -559,7 +586,7 @@ impl Payments {
                     "This PaymentIntent has no charge to capture.",
                 ));
             };
-            let charge = self.capture_charge_locked(&charge_id, amount, entry, attempt)?;
+            let charge = self.capture_charge_locked(&charge_id, amount, slot.checkout_session(), entry, attempt)?;
             let mut pi = (**slot).clone();
             pi.status = IntentStatus::Succeeded;
             pi.amount_capturable = 0;

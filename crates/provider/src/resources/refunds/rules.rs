@@ -151,6 +151,7 @@ impl Payments {
                         currency: refund.currency,
                         payment_intent: refund.payment_intent,
                         charge: Some(refund.charge),
+                        checkout_session: None,
                         attempt: attempt.clone(),
                     },
                 );

@@ -371,6 +371,17 @@ impl Payments {
     /// `requires_payment_method` with `setup_intent_authentication_failure`) the
     /// authentication the setup intent waits for.
     pub fn authenticate_setup_intent(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
+        let result = self.authenticate_setup_only(raw, p, attempt);
+        // A setup-mode Checkout Session completes once its card is set up.
+        if let Ok(Reply::SetupIntent(si)) = &result {
+            if si.status == SetupStatus::Succeeded {
+                self.complete_session_of(self.session_of_setup_intent(si.id), true, attempt);
+            }
+        }
+        result
+    }
+
+    fn authenticate_setup_only(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let outcome = Authenticate::parse(p)?.outcome;
         let id = SetupIntentId::parse(raw).ok_or_else(|| unknown_path(raw))?;
         self.setup_intents

@@ -27,7 +27,8 @@ pub struct Page {
     pub action: String,
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;color:#222}\
+pub(crate) const STYLE: &str =
+    "body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem;color:#222}\
 h1{font-size:1.3rem}dl{display:grid;grid-template-columns:max-content auto;gap:.3rem 1rem}\
 dt{color:#666}dd{margin:0;overflow-wrap:anywhere}form{display:inline}\
 button{font-size:1rem;padding:.6rem 1.2rem;margin:1rem .6rem 0 0;cursor:pointer}\
@@ -36,7 +37,7 @@ button{font-size:1rem;padding:.6rem 1.2rem;margin:1rem .6rem 0 0;cursor:pointer}
 
 const TITLE: &str = "fauxpay test authentication";
 
-fn document(title: &str, body: Markup) -> String {
+pub(crate) fn document(title: &str, body: Markup) -> String {
     html! {
         (DOCTYPE)
         html lang="en" {

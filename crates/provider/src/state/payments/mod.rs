@@ -1,5 +1,6 @@
 //! The store of every Stripe object the provider keeps (payment intents, charges,
-//! refunds, customers, payment methods, setup intents, events and webhook endpoints),
+//! refunds, customers, payment methods, setup intents, events, webhook endpoints,
+//! products, prices and Checkout Sessions),
 //! the ledger of money movements, the duplicate policy, and where a payment's
 //! correlation id comes from.
 //!
@@ -22,11 +23,14 @@ use crate::error::ApiError;
 use crate::fault_injection::attempt::Attempt;
 use crate::reply::Reply;
 use crate::resources::charges::object::Charge;
+use crate::resources::checkout_sessions::object::CheckoutSession;
 use crate::resources::customers::object::Customer;
 use crate::resources::events::object::EventType;
 use crate::resources::events::store::Events;
 use crate::resources::payment_intents::object::PaymentIntent;
 use crate::resources::payment_methods::object::{Attachment, PaymentMethod};
+use crate::resources::prices::object::Price;
+use crate::resources::products::object::Product;
 use crate::resources::refunds::object::Refund;
 use crate::resources::setup_intents::object::SetupIntent;
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
@@ -47,8 +51,12 @@ pub enum DuplicatePolicy {
     Reject,
 }
 
+/// The first segment of a correlation path that names a Checkout Session's parameter.
+const CHECKOUT: &str = "checkout";
+
 /// Where a payment's correlation id comes from: a dotted path into its parameters,
-/// such as `metadata.order_id` (the default) or `description`.
+/// such as `metadata.order_id` (the default) or `description`, or into its Checkout
+/// Session's (`checkout.client_reference_id`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorrelationSource(Vec<String>);
 
@@ -58,7 +66,7 @@ impl CorrelationSource {
         let valid = parts
             .iter()
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        if !valid || parts.len() > 3 {
+        if !valid || parts.len() > 3 || (parts[0] == CHECKOUT && parts.len() < 2) {
             return Err(format!(
                 "invalid correlation path '{s}': expected a dotted parameter path such as metadata.order_id"
             ));
@@ -66,8 +74,31 @@ impl CorrelationSource {
         Ok(Self(parts))
     }
 
+    /// The correlation id of a payment intent's or a charge's parameters (none for a
+    /// `checkout.…` path, which names a Checkout Session's).
     pub fn of(&self, params: &Params) -> Option<CorrelationId> {
+        if self.0.first().is_some_and(|p| p == CHECKOUT) {
+            return None;
+        }
         params.lookup_text(&self.0).map(CorrelationId::new)
+    }
+
+    /// The correlation id of a Checkout Session's create parameters, which its payment
+    /// then carries: `checkout.client_reference_id` (any `checkout.…` path) names the
+    /// session's own parameter; any other path is read from the session's parameters,
+    /// then from its `payment_intent_data` (so `metadata.order_id`, the default, is the
+    /// session's `metadata[order_id]`, else `payment_intent_data[metadata][order_id]`).
+    pub fn of_session(&self, params: &Params) -> Option<CorrelationId> {
+        let found = match self.0.split_first() {
+            Some((first, rest)) if first == CHECKOUT => params.lookup_text(rest),
+            _ => params.lookup_text(&self.0).or_else(|| {
+                let under: Vec<String> = std::iter::once("payment_intent_data".to_string())
+                    .chain(self.0.iter().cloned())
+                    .collect();
+                params.lookup_text(&under)
+            }),
+        };
+        found.map(CorrelationId::new)
     }
 }
 
@@ -86,6 +117,9 @@ pub struct Payments {
     pub payment_methods: Table<Arc<PaymentMethod>>,
     pub setup_intents: Table<Arc<SetupIntent>>,
     pub webhook_endpoints: Table<Arc<WebhookEndpoint>>,
+    pub products: Table<Arc<Product>>,
+    pub prices: Table<Arc<Price>>,
+    pub checkout_sessions: Table<Arc<CheckoutSession>>,
     /// Every event, published by the rules at their commit points.
     pub events: Events,
     pub ledger: Ledger,
@@ -103,6 +137,9 @@ impl Payments {
             payment_methods: Table::default(),
             setup_intents: Table::default(),
             webhook_endpoints: Table::default(),
+            products: Table::default(),
+            prices: Table::default(),
+            checkout_sessions: Table::default(),
             events: Events::default(),
             ledger: Ledger::default(),
             policy,
@@ -149,15 +186,19 @@ impl Payments {
         self.payment_methods.clear();
         self.setup_intents.clear();
         self.webhook_endpoints.clear();
+        self.products.clear();
+        self.prices.clear();
+        self.checkout_sessions.clear();
         self.events.set_endpoints(Vec::new());
         self.events.clear();
         self.ledger.clear();
     }
 
     /// `--retain`: forgets what was created before `cutoff_ms` (Unix milliseconds):
-    /// payment intents, charges, refunds, setup intents, events, payment methods not
-    /// saved to a customer, and ledger records but duplicate groups (the summary stays
-    /// exact). Customers, their saved cards and webhook endpoints stay. Returns how many
+    /// payment intents, charges, refunds, setup intents, Checkout Sessions, events,
+    /// payment methods not saved to a customer, and ledger records but duplicate groups
+    /// (the summary stays exact). Customers, their saved cards, products, prices and
+    /// webhook endpoints stay. Returns how many
     /// objects and records left.
     pub fn retire_before(&self, cutoff_ms: u64) -> usize {
         let cutoff = (cutoff_ms / 1000) as i64;
@@ -165,6 +206,7 @@ impl Payments {
             + self.charges.retain(|o| o.created >= cutoff)
             + self.refunds.retain(|o| o.created >= cutoff)
             + self.setup_intents.retain(|o| o.created >= cutoff)
+            + self.checkout_sessions.retain(|o| o.created >= cutoff)
             + self.events.table.retain(|e| e.created >= cutoff)
             + self
                 .payment_methods

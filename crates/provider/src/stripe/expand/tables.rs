@@ -14,7 +14,7 @@ use crate::resources::payment_methods::object::PaymentMethod;
 use crate::resources::payment_methods::rules::test_card;
 use crate::state::payments::Payments;
 use crate::state::table::Cursor;
-use crate::stripe::ids::{ChargeId, CustomerId, PaymentIntentId, PaymentMethodId, RefundId};
+use crate::stripe::ids::{ChargeId, CustomerId, PaymentIntentId, PaymentMethodId, ProductId, RefundId, SetupIntentId};
 
 /// The object types fauxpay keeps, as expansion names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +24,18 @@ pub enum Kind {
     Refund,
     Customer,
     PaymentMethod,
-    /// Setup intents (`/v1/setup_intents`, served once that resource is): nothing names
-    /// one, so none is ever looked up; their own fields expand.
+    /// Setup intents: a setup-mode Checkout Session names one.
     SetupIntent,
     /// Events: nothing names one; nothing in one expands.
     Event,
     /// Webhook endpoints: nothing names one; nothing in one expands.
     WebhookEndpoint,
+    Product,
+    Price,
+    /// Checkout Sessions (`/v1/checkout/sessions`).
+    CheckoutSession,
+    /// A Checkout Session's line items (`item`).
+    LineItem,
 }
 
 impl Kind {
@@ -43,6 +48,10 @@ impl Kind {
         Kind::SetupIntent,
         Kind::Event,
         Kind::WebhookEndpoint,
+        Kind::Product,
+        Kind::Price,
+        Kind::CheckoutSession,
+        Kind::LineItem,
     ];
 
     /// The path segment of its endpoints (`/v1/payment_intents…`).
@@ -56,6 +65,10 @@ impl Kind {
             Kind::SetupIntent => "setup_intents",
             Kind::Event => "events",
             Kind::WebhookEndpoint => "webhook_endpoints",
+            Kind::Product => "products",
+            Kind::Price => "prices",
+            Kind::CheckoutSession => "sessions",
+            Kind::LineItem => "line_items",
         }
     }
 
@@ -70,6 +83,10 @@ impl Kind {
             Kind::SetupIntent => "setup_intent",
             Kind::Event => "event",
             Kind::WebhookEndpoint => "webhook_endpoint",
+            Kind::Product => "product",
+            Kind::Price => "price",
+            Kind::CheckoutSession => "checkout.session",
+            Kind::LineItem => "item",
         }
     }
 
@@ -84,6 +101,10 @@ impl Kind {
             Kind::SetupIntent => &SETUP_INTENT,
             Kind::Event => &EVENT,
             Kind::WebhookEndpoint => &NOTHING,
+            Kind::Product => &PRODUCT,
+            Kind::Price => &PRICE,
+            Kind::CheckoutSession => &CHECKOUT_SESSION,
+            Kind::LineItem => &LINE_ITEM,
         }
     }
 
@@ -133,6 +154,8 @@ pub enum Target {
 pub enum Included {
     /// A charge's `refunds` (left out of charges since API version 2022-11-15).
     ChargeRefunds,
+    /// A Checkout Session's `line_items`.
+    SessionLineItems,
 }
 
 impl Included {
@@ -140,6 +163,7 @@ impl Included {
     pub fn kind(self) -> Kind {
         match self {
             Included::ChargeRefunds => Kind::Refund,
+            Included::SessionLineItems => Kind::LineItem,
         }
     }
 }
@@ -305,6 +329,62 @@ const SETUP_INTENT: Expandable = Expandable {
     ],
 };
 
+/// `product`: its default price.
+const PRODUCT: Expandable = Expandable {
+    fields: &[("default_price", Target::Object(Kind::Price))],
+    accepted: &["features", "package_dimensions", "tax_code"],
+};
+
+/// `price`: its product.
+const PRICE: Expandable = Expandable {
+    fields: &[("product", Target::Object(Kind::Product))],
+    accepted: &[
+        "currency_options",
+        "custom_unit_amount",
+        "recurring",
+        "tiers",
+        "transform_quantity",
+    ],
+};
+
+/// `checkout.session`: its customer, payment or setup intent, and its line items (a list).
+const CHECKOUT_SESSION: Expandable = Expandable {
+    fields: &[
+        ("customer", Target::Object(Kind::Customer)),
+        ("line_items", Target::Included(Included::SessionLineItems)),
+        ("payment_intent", Target::Object(Kind::PaymentIntent)),
+        ("setup_intent", Target::Object(Kind::SetupIntent)),
+    ],
+    accepted: &[
+        "after_expiration",
+        "automatic_tax",
+        "consent",
+        "consent_collection",
+        "currency_conversion",
+        "custom_fields",
+        "custom_text",
+        "customer_details",
+        "invoice",
+        "invoice_creation",
+        "payment_link",
+        "payment_method_options",
+        "phone_number_collection",
+        "shipping_address_collection",
+        "shipping_cost",
+        "shipping_details",
+        "shipping_options",
+        "subscription",
+        "tax_id_collection",
+        "total_details",
+    ],
+};
+
+/// `item` (a session's line item): its price is always embedded.
+const LINE_ITEM: Expandable = Expandable {
+    fields: &[],
+    accepted: &["discounts", "price", "taxes"],
+};
+
 /// The object of `kind` with this `id`, as its retrieve answers it (a deleted customer
 /// as Stripe's deleted object); `owner` is the object that names it, by kind and id.
 /// `None` when fauxpay has no such object: the id is then left as it is.
@@ -323,7 +403,15 @@ pub fn resolve(p: &Payments, kind: Kind, id: &str, owner: Option<(Kind, &str)>) 
             .and_then(|id| p.customers.get(&id))
             .map(|o| o.to_json()),
         Kind::PaymentMethod => payment_method(p, id, owner),
-        Kind::SetupIntent | Kind::Event | Kind::WebhookEndpoint => None,
+        Kind::SetupIntent => SetupIntentId::parse(id)
+            .and_then(|id| p.setup_intents.get(&id))
+            .map(|o| o.to_json()),
+        Kind::Product => ProductId::parse(id)
+            .and_then(|id| p.products.get(&id))
+            .map(|o| o.to_json()),
+        Kind::Price => p.price(id).map(|o| o.to_json()),
+        Kind::CheckoutSession => p.checkout_session(id).map(|o| o.to_json()),
+        Kind::Event | Kind::WebhookEndpoint | Kind::LineItem => None,
     }
 }
 
@@ -365,6 +453,16 @@ pub fn include(p: &Payments, included: Included, owner: &str) -> Option<Value> {
                 "data": data,
                 "has_more": page.has_more,
                 "url": format!("/v1/charges/{owner}/refunds"),
+            }))
+        }
+        Included::SessionLineItems => {
+            let session = p.checkout_session(owner)?;
+            let data: Vec<Value> = session.line_items.iter().take(10).map(|l| l.to_json()).collect();
+            Some(json!({
+                "object": "list",
+                "data": data,
+                "has_more": session.line_items.len() > 10,
+                "url": format!("/v1/checkout/sessions/{owner}/line_items"),
             }))
         }
     }

@@ -121,6 +121,7 @@ fn written_json_is_exactly_the_serialised_json() {
         statement_descriptor: Some("ACME".into()),
         statement_descriptor_suffix: Some("X".into()),
         transfer_group: Some("g".into()),
+        checkout_session: None,
     }
     .boxed();
     pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(
