@@ -190,7 +190,10 @@ pub struct ServeArgs {
     #[arg(long)]
     pub require_idempotency_key: bool,
     /// Which request parameter says what logical payment a charge belongs to (its
-    /// correlation id); duplicates are found per correlation id.
+    /// correlation id); duplicates are found per correlation id. A Checkout Session's
+    /// payment reads its session's parameters: `checkout.client_reference_id` names the
+    /// session's own; the default reads the session's metadata[order_id], else its
+    /// payment_intent_data[metadata][order_id].
     #[arg(long, default_value = "metadata.order_id", value_parser = CorrelationSource::parse)]
     pub correlate: CorrelationSource,
     /// A new key for an already-charged correlation id: `allow` charges again and flags
@@ -200,6 +203,11 @@ pub struct ServeArgs {
     /// Accept only this exact API key (default: any sk_test_… key).
     #[arg(long, env = "FAUXPAY_API_KEY")]
     pub api_key: Option<String>,
+    /// Accept only this exact publishable key (default: any pk_test_… key), for the
+    /// calls a browser makes (Stripe.js: payment methods, intents with their
+    /// client_secret).
+    #[arg(long, env = "FAUXPAY_PUBLISHABLE_KEY")]
+    pub publishable_key: Option<String>,
     /// Require `Authorization: Bearer TOKEN` on /__fauxpay/* (except health) and /metrics.
     #[arg(long, env = "FAUXPAY_ADMIN_TOKEN")]
     pub admin_token: Option<String>,

@@ -258,6 +258,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         correlate: args.correlate,
         duplicates: args.duplicates.into(),
         api_key: args.api_key,
+        publishable_key: args.publishable_key,
         admin_token: args.admin_token,
         limits: provider::Limits {
             header_timeout: args.header_timeout,

@@ -29,6 +29,8 @@ pub struct Config {
     pub duplicates: DuplicatePolicy,
     /// When set, the one API key accepted; otherwise any `sk_test_…` key.
     pub api_key: Option<String>,
+    /// When set, the one publishable key accepted; otherwise any `pk_test_…` key.
+    pub publishable_key: Option<String>,
     /// When set, `/__fauxpay/*` (but `health`) requires `Authorization: Bearer TOKEN`.
     pub admin_token: Option<String>,
     /// The fault profile active at start-up, and its source text.
@@ -94,6 +96,7 @@ impl Default for Config {
             correlate: CorrelationSource::parse("metadata.order_id").expect("valid default"),
             duplicates: DuplicatePolicy::Allow,
             api_key: None,
+            publishable_key: None,
             admin_token: None,
             profile: faults::bundled::load("happy").expect("the bundled happy profile is valid"),
             profile_source: faults::bundled::text("happy").unwrap_or_default().to_string(),
@@ -116,7 +119,7 @@ impl Config {
             r => r.iter().map(|r| d(*r)).collect::<Vec<_>>().join(","),
         };
         format!(
-            "profile={} idempotency={:?} key_ttl={} require_key={} correlate={} duplicates={:?} api_key={} admin_token={} \
+            "profile={} idempotency={:?} key_ttl={} require_key={} correlate={} duplicates={:?} api_key={} publishable_key={} admin_token={} \
              header_timeout={} body_timeout={} max_connections={} shutdown_deadline={} event_ttl={} retain={} \
              webhook_retries={retries} webhook_timeout={} allowed_hosts={}",
             self.profile.name,
@@ -129,6 +132,11 @@ impl Config {
                 "fixed"
             } else {
                 "any sk_test_"
+            },
+            if self.publishable_key.is_some() {
+                "fixed"
+            } else {
+                "any pk_test_"
             },
             if self.admin_token.is_some() { "on" } else { "off" },
             d(self.limits.header_timeout),

@@ -238,7 +238,8 @@ async fn clock(State(app): State<AppState>) -> Response {
 
 /// `POST /__fauxpay/clock` with `advance=DURATION`: moves the provider's time forward (it
 /// never goes back): idempotency keys and fault attempts age as if that time had passed,
-/// so a key's TTL can be crossed without waiting. Not kept across a restart.
+/// so a key's TTL can be crossed without waiting, and Checkout Sessions whose
+/// `expires_at` it crosses expire at once. Not kept across a restart.
 async fn advance_clock(State(app): State<AppState>, req: ApiRequest) -> Response {
     let raw = match req.request.params.req_str("advance") {
         Ok(v) => v,
@@ -256,6 +257,9 @@ async fn advance_clock(State(app): State<AppState>, req: ApiRequest) -> Response
     };
     app.clock.advance(by);
     tracing::info!(by = %humantime::format_duration(by), "the provider's clock moved forward");
+    // What the new time makes due happens before the answer: a test that crosses a
+    // Checkout Session's `expires_at` sees it expired at once.
+    crate::pipeline::own::expire_due_sessions(&app).await;
     Json(json!({"offset": humantime::format_duration(app.clock.offset()).to_string()})).into_response()
 }
 

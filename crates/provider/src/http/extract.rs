@@ -18,6 +18,7 @@ use std::sync::Arc;
 use super::headers;
 use super::server::ConnControl;
 use crate::app::Provider;
+use crate::config::Config;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::Mode;
@@ -55,12 +56,9 @@ impl FromRequestParts<Arc<Provider>> for Authenticated {
     type Rejection = Rejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
-        api_key(
-            parts.headers.get(header::AUTHORIZATION),
-            state.config.api_key.as_deref(),
-        )
-        .map(Self)
-        .map_err(Rejection)
+        api_key(parts.headers.get(header::AUTHORIZATION), &state.config)
+            .map(Self)
+            .map_err(Rejection)
     }
 }
 
@@ -218,8 +216,18 @@ pub fn origin(host: Option<&HeaderValue>) -> Option<Arc<str>> {
     })
 }
 
-/// The API key a request presents, checked against `required` (or any test key).
-pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<ApiKey, ApiError> {
+/// The API key a request presents: a secret key checked against `--api-key` (or any
+/// `sk_test_`/`rk_test_` key), a publishable key against `--publishable-key` (or any
+/// `pk_test_` key).
+pub fn api_key(header: Option<&HeaderValue>, config: &Config) -> Result<ApiKey, ApiError> {
+    let publishable = |k: &str| k.starts_with("pk_");
+    let required = |k: &str| {
+        if publishable(k) {
+            config.publishable_key.as_deref()
+        } else {
+            config.api_key.as_deref()
+        }
+    };
     let missing = || {
         ApiError::unauthorized("You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer sk_test_…').")
     };
@@ -248,15 +256,15 @@ pub fn api_key(header: Option<&HeaderValue>, required: Option<&str>) -> Result<A
             .chain(key.chars().skip(count.saturating_sub(4)))
             .collect::<String>()
     };
-    match required {
+    match required(key) {
         Some(r) if r == key => Ok(ApiKey::interned(key)),
         Some(_) => Err(ApiError::unauthorized(format!(
             "Invalid API Key provided: {}",
             masked()
         ))),
-        None if key.starts_with("sk_test_") || key.starts_with("rk_test_") => Ok(ApiKey::interned(key)),
-        None if key.starts_with("sk_live_") || key.starts_with("rk_live_") => Err(ApiError::unauthorized(
-            "fauxpay is a test-mode provider: live keys are refused. Use an sk_test_ key.",
+        None if ["sk_test_", "rk_test_", "pk_test_"].iter().any(|p| key.starts_with(p)) => Ok(ApiKey::interned(key)),
+        None if ["sk_live_", "rk_live_", "pk_live_"].iter().any(|p| key.starts_with(p)) => Err(ApiError::unauthorized(
+            "fauxpay is a test-mode provider: live keys are refused. Use an sk_test_ (or pk_test_) key.",
         )),
         None => Err(ApiError::unauthorized(format!(
             "Invalid API Key provided: {}. Use an sk_test_ key.",
@@ -290,17 +298,28 @@ mod tests {
     #[test]
     fn api_keys_by_bearer_or_basic() {
         let bearer = HeaderValue::from_static("Bearer sk_test_abc");
-        assert_eq!(api_key(Some(&bearer), None).unwrap().as_str(), "sk_test_abc");
+        let any = Config::default();
+        let fixed = |secret: &str, publishable: &str| Config {
+            api_key: Some(secret.into()),
+            publishable_key: Some(publishable.into()),
+            ..Config::default()
+        };
+        assert_eq!(api_key(Some(&bearer), &any).unwrap().as_str(), "sk_test_abc");
         let basic = HeaderValue::from_str(&format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode("sk_test_abc:")
         ))
         .unwrap();
-        assert_eq!(api_key(Some(&basic), None).unwrap().as_str(), "sk_test_abc");
-        assert_eq!(api_key(None, None).unwrap_err().status, Status::Unauthorized);
-        assert!(api_key(Some(&HeaderValue::from_static("Bearer sk_live_x")), None).is_err());
-        assert!(api_key(Some(&bearer), Some("sk_test_other")).is_err());
-        assert!(api_key(Some(&bearer), Some("sk_test_abc")).is_ok());
+        assert_eq!(api_key(Some(&basic), &any).unwrap().as_str(), "sk_test_abc");
+        assert_eq!(api_key(None, &any).unwrap_err().status, Status::Unauthorized);
+        assert!(api_key(Some(&HeaderValue::from_static("Bearer sk_live_x")), &any).is_err());
+        assert!(api_key(Some(&bearer), &fixed("sk_test_other", "pk_test_p")).is_err());
+        assert!(api_key(Some(&bearer), &fixed("sk_test_abc", "pk_test_p")).is_ok());
+        let pk = HeaderValue::from_static("Bearer pk_test_p");
+        assert!(api_key(Some(&pk), &any).is_ok());
+        assert!(api_key(Some(&pk), &fixed("sk_test_abc", "pk_test_p")).is_ok());
+        assert!(api_key(Some(&pk), &fixed("sk_test_abc", "pk_test_other")).is_err());
+        assert!(api_key(Some(&HeaderValue::from_static("Bearer pk_live_x")), &any).is_err());
     }
 
     #[test]

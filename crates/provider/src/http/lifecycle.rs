@@ -59,7 +59,8 @@ pub async fn serve(
 }
 
 /// Purges expired idempotency keys and attempt counts so memory stays bounded by the TTL,
-/// events past their TTL, and (`--retain`) what is older than the window.
+/// events past their TTL, and (`--retain`) what is older than the window; and expires
+/// the Checkout Sessions whose `expires_at` has passed.
 async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<bool>) {
     let store = &provider.idempotency;
     let retain = provider.config.retain;
@@ -85,6 +86,10 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
                 let events = provider.payments.events.purge_expired(crate::state::clock::now_unix());
                 if events > 0 {
                     tracing::debug!(events, "events past --event-ttl purged");
+                }
+                let sessions = crate::pipeline::own::expire_due_sessions(&provider).await;
+                if sessions > 0 {
+                    tracing::debug!(sessions, "Checkout Sessions past expires_at expired");
                 }
                 if let Some(retain) = retain {
                     let cutoff = crate::state::clock::now_ms().saturating_sub(retain.as_millis() as u64);

@@ -5,11 +5,12 @@
 //! into the pipeline's [`Request`](crate::pipeline::Request), `response`
 //! writes answers and carries out the pipeline's [`Delivery`](crate::pipeline::Delivery),
 //! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
-//! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints,
+//! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints, `checkout` the hosted Checkout page and the customer's pay,
 //! `lifecycle` the provider's life cycle (start, serve, drain, stop), and `webhook_client` the one outbound side: the
 //! client that POSTs webhook deliveries (the delivery engine in `webhooks` calls it).
 
 pub mod admin;
+pub mod checkout;
 pub mod dashboard;
 pub mod extract;
 pub mod guard;

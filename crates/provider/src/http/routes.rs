@@ -18,11 +18,11 @@ use axum::Router;
 use super::extract::{ApiRequest, Authenticated};
 use super::observe::Observe;
 use super::response::deliver;
-use super::{admin, dashboard, three_ds};
+use super::{admin, checkout, dashboard, three_ds};
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::pipeline;
-use crate::resources::endpoint::{Endpoint, PathIds, Verb};
+use crate::resources::endpoint::{Endpoint, PathIds, Publishable, Verb};
 use crate::resources::endpoints;
 
 type AppState = Arc<Provider>;
@@ -37,6 +37,7 @@ pub fn router(provider: AppState) -> Observe<Router> {
         .chain(admin::routes(provider.clone()))
         .chain(dashboard::routes(provider.clone()))
         .chain(three_ds::routes())
+        .chain(checkout::routes())
     {
         // Several endpoints share a path (GET and POST /v1/charges): label it once.
         let _ = labels.insert(path, path);
@@ -59,6 +60,14 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
     on(
         filter,
         move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, mut req: ApiRequest| async move {
+            if endpoint.publishable == Publishable::Refused && auth.0.as_str().starts_with("pk_") {
+                return ApiError::new(
+                    Status::Forbidden,
+                    ErrorType::InvalidRequestError,
+                    "This API call cannot be made with a publishable API key. Please use a secret API key. You can find a list of your API keys at https://dashboard.stripe.com/account/apikeys.",
+                )
+                .into_response();
+            }
             req.request.api_key = auth.0;
             let mut values = path.iter().map(|(_, v)| v);
             let ids = PathIds {

@@ -39,7 +39,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<AppState>)> {
 }
 
 /// An HTML response: no scripts, no external assets, not cached.
-fn html(status: StatusCode, body: String) -> Response {
+pub(super) fn html(status: StatusCode, body: String) -> Response {
     let mut resp = (status, body).into_response();
     let h = resp.headers_mut();
     h.insert(
@@ -71,8 +71,8 @@ async fn show(State(app): State<AppState>, path: RawPathParams) -> Response {
 fn authenticate(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
     post(
         move |State(app): State<AppState>, headers: HeaderMap, path: RawPathParams, mut req: ApiRequest| async move {
-            req.request.api_key = api_key(headers.get(header::AUTHORIZATION), app.config.api_key.as_deref())
-                .unwrap_or_else(|_| ApiKey::none());
+            req.request.api_key =
+                api_key(headers.get(header::AUTHORIZATION), &app.config).unwrap_or_else(|_| ApiKey::none());
             let id = path_id(&path);
             let from_page = req.request.params.opt_bool("redirect").ok().flatten() == Some(true);
             // Read before the authentication clears the intent's next action.

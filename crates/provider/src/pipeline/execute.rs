@@ -1,11 +1,14 @@
 //! The operation itself, as every path runs it (a request, recovery's replay of the
 //! log): Stripe's request validation, the endpoint's rules, and the expansion of the
-//! reply. Nothing here knows faults, keys or the data dir.
+//! reply; for a publishable key, its `client_secret` check before and what it may see
+//! after. Nothing here knows faults, idempotency keys or the data dir.
 
 use crate::app::Provider;
 use crate::error::ApiError;
+use crate::fault_injection::attempt::KeyKind;
 use crate::reply::Reply;
-use crate::resources::endpoint::{Call, Endpoint};
+use crate::resources::client_secret::as_seen_by_publishable_key;
+use crate::resources::endpoint::{Call, Endpoint, Publishable};
 use crate::stripe::expand::Expansion;
 use crate::stripe::spec::validate::validate;
 
@@ -20,10 +23,31 @@ pub fn execute(app: &Provider, endpoint: &Endpoint, call: &Call<'_>) -> Result<R
 /// [`execute`] for a request that passed validation before (recovery runs again only
 /// requests that did).
 pub fn execute_validated(app: &Provider, endpoint: &Endpoint, call: &Call<'_>) -> Result<Reply, ApiError> {
-    Expansion::plan(endpoint.verb, endpoint.path, call.params).and_then(|expansion| {
+    let browser = call.attempt.key == KeyKind::Publishable;
+    if let (true, Publishable::WithClientSecret(secured)) = (browser, endpoint.publishable) {
+        app.payments.check_client_secret(secured, call.id, call.params)?;
+    }
+    let result = Expansion::plan(endpoint.verb, endpoint.path, call.params).and_then(|expansion| {
         let reply = (endpoint.operation)(&app.payments, call)?;
         Ok(expansion.apply(&app.payments, reply))
-    })
+    });
+    if !browser {
+        return result;
+    }
+    // What a publishable key sees of the intents it reaches (answered or in an error).
+    match result {
+        Ok(reply) => {
+            let mut json = reply.json();
+            as_seen_by_publishable_key(&mut json);
+            Ok(Reply::Json(Box::new(json)))
+        }
+        Err(mut e) => {
+            for (_, v) in &mut e.extra {
+                as_seen_by_publishable_key(v);
+            }
+            Err(e)
+        }
+    }
 }
 
 /// The HTTP status an operation's result answers (before any fault replaces it).

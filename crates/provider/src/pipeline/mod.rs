@@ -32,6 +32,7 @@ use crate::state::clock::now_ms;
 use crate::stripe::ids::{ApiKey, RequestId};
 
 pub mod execute;
+pub mod own;
 
 use execute::execute;
 

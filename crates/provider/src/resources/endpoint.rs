@@ -49,6 +49,25 @@ pub struct Call<'a> {
     pub attempt: &'a Attempt,
 }
 
+/// What a publishable key (`pk_test_…`, a customer's browser) may do with an endpoint,
+/// as at Stripe: most endpoints refuse it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publishable {
+    Refused,
+    /// Allowed as with a secret key (`POST /v1/payment_methods`).
+    Allowed,
+    /// Allowed on an intent named by the path, with its `client_secret`; the answer
+    /// shows only what Stripe shows a publishable key.
+    WithClientSecret(Secured),
+}
+
+/// The objects a publishable key reaches through their `client_secret`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secured {
+    PaymentIntent,
+    SetupIntent,
+}
+
 /// The operation behind an endpoint.
 pub type Operation = fn(&Payments, &Call<'_>) -> Result<Reply, ApiError>;
 
@@ -64,6 +83,8 @@ pub struct Endpoint {
     /// named have an effect, `metadata` is read whole). Everything else Stripe's spec lists
     /// is accepted, type-checked and ignored; docs/api.md's parameter table says which.
     pub reads: &'static [&'static str],
+    /// What a publishable key may do here.
+    pub publishable: Publishable,
 }
 
 impl Endpoint {
@@ -72,12 +93,18 @@ impl Endpoint {
         Self { reads, ..self }
     }
 
+    /// The endpoint, open to publishable keys as `publishable` says.
+    pub const fn publishable(self, publishable: Publishable) -> Self {
+        Self { publishable, ..self }
+    }
+
     pub const fn get(path: &'static str, operation: Operation) -> Self {
         Self {
             verb: Verb::Get,
             path,
             operation,
             reads: &[],
+            publishable: Publishable::Refused,
         }
     }
 
@@ -87,6 +114,7 @@ impl Endpoint {
             path,
             operation,
             reads: &[],
+            publishable: Publishable::Refused,
         }
     }
 
@@ -96,6 +124,7 @@ impl Endpoint {
             path,
             operation,
             reads: &[],
+            publishable: Publishable::Refused,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod charges;
 pub mod checkout_sessions;
+pub mod client_secret;
 pub mod customers;
 pub mod endpoint;
 pub mod events;

@@ -4,6 +4,7 @@
 //! official Python and Node SDKs, Chromium where a page is under test).
 
 mod bad_input;
+mod checkout;
 mod cross_site;
 mod customers;
 mod dashboard;

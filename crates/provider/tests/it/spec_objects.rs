@@ -347,6 +347,12 @@ const EVT: &str = "/v1/events";
 const EVT_ONE: &str = "/v1/events/{id}";
 const WE: &str = "/v1/webhook_endpoints";
 const WE_ONE: &str = "/v1/webhook_endpoints/{webhook_endpoint}";
+const PROD: &str = "/v1/products";
+const PROD_ONE: &str = "/v1/products/{id}";
+const PRICE: &str = "/v1/prices";
+const PRICE_ONE: &str = "/v1/prices/{price}";
+const CS: &str = "/v1/checkout/sessions";
+const CS_ONE: &str = "/v1/checkout/sessions/{session}";
 
 impl Run {
     /// A `/__fauxpay/` authenticate request (not in Stripe's spec): its answer, an
@@ -709,6 +715,111 @@ async fn setup_intents(r: &mut Run) {
     assert_eq!(status, 404);
 }
 
+/// Products, prices and Checkout Sessions (paid, with 3-D Secure, in setup mode,
+/// expired), their lists, searches, expansions and line items.
+async fn checkout(r: &mut Run) {
+    let product = r
+        .ok(
+            PROD,
+            "",
+            "name=Mug&description=d&metadata[k]=v&images[]=https%3A%2F%2Fi.example%2Fm.png&default_price_data[currency]=usd&default_price_data[unit_amount]=1200",
+        )
+        .await;
+    let prod = id(&product);
+    let price = str_of(&product, "default_price").to_string();
+    r.ok(PROD_ONE, &prod, "name=Big%20mug&active=true").await;
+    r.fetch(PROD_ONE, &prod).await;
+    r.fetch_with(PROD, "", "active=true&limit=3").await;
+    r.fetch_with(&format!("{PROD}/search"), "", "query=name%3A%27Big%20mug%27")
+        .await;
+    r.fetch_with(PROD_ONE, &prod, "expand[]=default_price").await;
+    let spare = id(&r.ok(PROD, "", "name=Spare&id=spare-1").await);
+    let (status, gone) = r.send("DELETE", PROD_ONE, &spare, "", &[]).await;
+    assert_eq!((status, &gone["deleted"]), (200, &json!(true)));
+    let (status, _) = r.get(PROD_ONE, &spare, "").await;
+    assert_eq!(status, 404);
+    let monthly = r
+        .ok(
+            PRICE,
+            "",
+            &format!("currency=usd&unit_amount=500&product={prod}&recurring[interval]=month&lookup_key=m&nickname=n"),
+        )
+        .await;
+    r.ok(PRICE_ONE, &id(&monthly), "metadata[k]=v&active=false").await;
+    r.fetch(PRICE_ONE, &price).await;
+    r.fetch_with(PRICE, "", &format!("product={prod}&type=recurring")).await;
+    r.fetch_with(&format!("{PRICE}/search"), "", "query=currency%3A%27usd%27")
+        .await;
+    r.fetch_with(PRICE_ONE, &price, "expand[]=product").await;
+
+    let new_session = |extra: &str| {
+        format!(
+            "mode=payment&line_items[0][price]={price}&line_items[0][quantity]=2\
+             &line_items[1][price_data][currency]=usd&line_items[1][price_data][unit_amount]=300\
+             &line_items[1][price_data][product_data][name]=Gift%20wrap&line_items[1][quantity]=1\
+             &success_url=https%3A%2F%2Fshop.example%2Fok&cancel_url=https%3A%2F%2Fshop.example%2Fcart\
+             &client_reference_id=c1&metadata[order_id]=cs-1&payment_intent_data[description]=d{extra}"
+        )
+    };
+    let open = r.ok(CS, "", &new_session("&customer_email=a%40b.co")).await;
+    assert_eq!(open["amount_total"], 2700);
+    let sid = id(&open);
+    r.fetch(CS_ONE, &sid).await;
+    r.fetch_with(&format!("{CS_ONE}/line_items"), &sid, "limit=1").await;
+    let pay = |sid: &str, card: &str| {
+        (
+            format!("/__fauxpay/checkout/sessions/{sid}/pay"),
+            format!("payment_method={card}&email=a%40b.co"),
+        )
+    };
+    let (path, body) = pay(&sid, "pm_card_visa");
+    let resp = r.h.form(&path, &body, None).await;
+    assert_eq!(resp.status(), 200);
+    let paid = r
+        .fetch_with(
+            CS_ONE,
+            &sid,
+            "expand[]=payment_intent&expand[]=line_items&expand[]=line_items.data.price.product",
+        )
+        .await;
+    assert_eq!(paid["status"], "complete");
+    r.fetch_with(
+        CS,
+        "",
+        &format!(
+            "payment_intent={}&limit=2",
+            paid["payment_intent"]["id"].as_str().unwrap()
+        ),
+    )
+    .await;
+    r.fetch_with(CS, "", "expand[]=data.payment_intent").await;
+    let waiting = id(&r
+        .ok(CS, "", &new_session("&payment_intent_data[capture_method]=manual"))
+        .await);
+    let (path, body) = pay(&waiting, "pm_card_authenticationRequired");
+    assert_eq!(r.h.form(&path, &body, None).await.status(), 200);
+    r.fetch(CS_ONE, &waiting).await;
+    let cus = id(&r.ok(CUS, "", "email=s%40example.com").await);
+    let setup = id(&r
+        .ok(
+            CS,
+            "",
+            &format!("mode=setup&currency=usd&customer={cus}&success_url=https%3A%2F%2Fshop.example%2Fsaved"),
+        )
+        .await);
+    let (path, body) = pay(&setup, "4242424242424242");
+    assert_eq!(r.h.form(&path, &body, None).await.status(), 200);
+    let saved = r.fetch_with(CS_ONE, &setup, "expand[]=setup_intent").await;
+    assert_eq!(saved["payment_status"], "no_payment_required");
+    let doomed = id(&r.ok(CS, "", &new_session("")).await);
+    let expired = r.ok(&format!("{CS_ONE}/expire"), &doomed, "").await;
+    assert_eq!(expired["status"], "expired");
+    let (status, _) = r.post(&format!("{CS_ONE}/expire"), &doomed, "").await;
+    assert_eq!(status, 400);
+    let (status, _) = r.get(CS_ONE, "cs_test_doesnotexist", "").await;
+    assert_eq!(status, 404);
+}
+
 /// Customers (deleted ones too) and payment methods.
 async fn customers_and_payment_methods(r: &mut Run) {
     let c = r
@@ -1052,6 +1163,7 @@ async fn every_object_fauxpay_returns_validates_against_stripes_schema() {
     intents(&mut r).await;
     three_d_secure(&mut r).await;
     setup_intents(&mut r).await;
+    checkout(&mut r).await;
     customers_and_payment_methods(&mut r).await;
     charges_and_refunds(&mut r).await;
     events_and_webhook_endpoints(&mut r).await;
@@ -1100,6 +1212,7 @@ async fn events_and_webhook_endpoints(r: &mut Run) {
             types.insert(kind.to_string());
             let schema = match kind.split('.').next().unwrap() {
                 "charge" if kind.starts_with("charge.refund.") => "refund",
+                "checkout" => "checkout.session",
                 other => other,
             };
             let errs = errors(&component(schema), &e["data"]["object"]);
@@ -1124,6 +1237,13 @@ async fn events_and_webhook_endpoints(r: &mut Run) {
         "charge.captured",
         "charge.refunded",
         "charge.refund.updated",
+        "checkout.session.completed",
+        "checkout.session.expired",
+        "product.created",
+        "product.updated",
+        "product.deleted",
+        "price.created",
+        "price.updated",
         "customer.created",
         "customer.updated",
         "payment_method.attached",

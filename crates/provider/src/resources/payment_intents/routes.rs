@@ -1,7 +1,7 @@
 //! The payment intent endpoints: create, retrieve, update, list, search, confirm,
 //! capture, cancel.
 
-use crate::resources::endpoint::Endpoint;
+use crate::resources::endpoint::{Endpoint, Publishable, Secured};
 
 pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint::post("/v1/payment_intents", |p, c| p.create_intent(c.params, c.attempt)).reads(&[
@@ -33,7 +33,9 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ]),
     Endpoint::get("/v1/payment_intents/search", |p, c| p.search_intents(c.params))
         .reads(&["expand", "limit", "page", "query"]),
-    Endpoint::get("/v1/payment_intents/{id}", |p, c| p.retrieve_intent(c.id)).reads(&["expand"]),
+    Endpoint::get("/v1/payment_intents/{id}", |p, c| p.retrieve_intent(c.id))
+        .reads(&["client_secret", "expand"])
+        .publishable(Publishable::WithClientSecret(Secured::PaymentIntent)),
     Endpoint::post("/v1/payment_intents/{id}", |p, c| {
         p.update_intent(c.id, c.params, c.attempt)
     })
@@ -55,8 +57,10 @@ pub const ENDPOINTS: &[Endpoint] = &[
     Endpoint::post("/v1/payment_intents/{id}/confirm", |p, c| {
         p.confirm_intent(c.id, c.params, c.attempt)
     })
+    .publishable(Publishable::WithClientSecret(Secured::PaymentIntent))
     .reads(&[
         "capture_method",
+        "client_secret",
         "expand",
         "off_session",
         "payment_method",

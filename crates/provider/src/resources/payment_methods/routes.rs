@@ -1,19 +1,21 @@
 //! The payment method endpoints: create, list, retrieve, update, attach, detach.
 
-use crate::resources::endpoint::Endpoint;
+use crate::resources::endpoint::{Endpoint, Publishable};
 
 pub const ENDPOINTS: &[Endpoint] = &[
-    Endpoint::post("/v1/payment_methods", |p, c| p.create_payment_method(c.params)).reads(&[
-        "billing_details",
-        "card[cvc]",
-        "card[exp_month]",
-        "card[exp_year]",
-        "card[number]",
-        "card[token]",
-        "expand",
-        "metadata",
-        "type",
-    ]),
+    Endpoint::post("/v1/payment_methods", |p, c| p.create_payment_method(c.params))
+        .publishable(Publishable::Allowed)
+        .reads(&[
+            "billing_details",
+            "card[cvc]",
+            "card[exp_month]",
+            "card[exp_year]",
+            "card[number]",
+            "card[token]",
+            "expand",
+            "metadata",
+            "type",
+        ]),
     Endpoint::get("/v1/payment_methods", |p, c| p.list_payment_methods(c.params)).reads(&[
         "customer",
         "ending_before",

@@ -52,11 +52,10 @@ pub struct Recurring {
 
 impl Serialize for Recurring {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("Recurring", 5)?;
+        let mut o = s.serialize_struct("Recurring", 4)?;
         o.serialize_field("aggregate_usage", &Null)?;
         o.serialize_field("interval", &self.interval)?;
         o.serialize_field("interval_count", &self.count)?;
-        o.serialize_field("trial_period_days", &Null)?;
         o.serialize_field("usage_type", "licensed")?;
         o.end()
     }

@@ -1,6 +1,6 @@
 //! A product: what fauxpay keeps of it (name, description, whether it is active, its
 //! default price, metadata and the few display fields Stripe returns), and its Stripe
-//! JSON (`product`, or Stripe's deleted object once deleted).
+//! JSON (`product`; the deletion answers Stripe's deleted object).
 
 use std::sync::Arc;
 
@@ -57,7 +57,7 @@ impl Serialize for Product {
             return o.end();
         }
         let t = &self.text;
-        let mut o = s.serialize_struct("Product", 19)?;
+        let mut o = s.serialize_struct("Product", 18)?;
         o.serialize_field("id", &self.id)?;
         o.serialize_field("object", "product")?;
         o.serialize_field("active", &self.active)?;
@@ -73,7 +73,6 @@ impl Serialize for Product {
         o.serialize_field("shippable", &self.shippable)?;
         o.serialize_field("statement_descriptor", &t.statement_descriptor)?;
         o.serialize_field("tax_code", &Null)?;
-        o.serialize_field("type", "service")?;
         o.serialize_field("unit_label", &t.unit_label)?;
         o.serialize_field("updated", &self.updated)?;
         o.serialize_field("url", &t.url)?;

@@ -4,8 +4,8 @@
 //! `shippable`, `url`, `created`) and search (`name`, `active`, `description`, `url`,
 //! `created`, `metadata`).
 //!
-//! A deleted product stays in the table: retrieving it answers Stripe's deleted object;
-//! everything else treats it as unknown, and lists and searches skip it.
+//! A deleted product stays in the table (its id stays taken), unknown to everything
+//! else; lists and searches skip it.
 
 use std::sync::Arc;
 
@@ -145,10 +145,9 @@ impl Payments {
         self.product_from_data(&p.object(), "", attempt).map(Reply::Product)
     }
 
-    /// A product, or Stripe's deleted object once deleted.
+    /// A product (a deleted one is unknown, as at Stripe).
     pub fn retrieve_product(&self, raw: &str) -> Result<Reply, ApiError> {
-        ProductId::parse(raw)
-            .and_then(|id| self.products.get(&id))
+        self.live_product(raw)
             .map(Reply::Product)
             .ok_or_else(|| unknown_path(raw))
     }
@@ -378,7 +377,7 @@ mod tests {
         );
         let gone = p.delete_product("pen-1", &attempt()).unwrap().json();
         assert_eq!(gone, json!({"id": "pen-1", "object": "product", "deleted": true}));
-        assert_eq!(p.retrieve_product("pen-1").unwrap().json(), gone);
+        assert_eq!(p.retrieve_product("pen-1").unwrap_err().status.code(), 404);
         assert_eq!(
             p.update_product("pen-1", &form("name=x"), &attempt())
                 .unwrap_err()
