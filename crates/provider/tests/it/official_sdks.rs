@@ -4,8 +4,9 @@
 //! (`tests/official_sdks/flows.py`, `flows.cjs`): their objects, card errors, parameter
 //! errors, idempotent replays and refused key reuse, refunds, captures, auto-paging and
 //! search, a saved card charged off-session, 3-D Secure, events, webhooks checked by the
-//! SDK's own verifier, and the SDK's automatic retries against answers lost after the
-//! charge. The test then checks the provider's ledger against what the SDK was told.
+//! SDK's own verifier, the SDK's automatic retries against answers lost after the
+//! charge, products, prices and Checkout Sessions (with `checkout.session.completed`
+//! delivered twice), and a client made with a publishable key. The test then checks the provider's ledger against what the SDK was told.
 //!
 //! Each SDK is installed under `target/tmp` on first use (from PyPI or npm, a few
 //! seconds), or `FAUXPAY_STRIPE_PYTHON` names a Python that imports it and
@@ -20,7 +21,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use common::{with_profile, Harness};
-use fauxpay_faults::{Profile, Rule};
+use fauxpay_faults::{Profile, Rule, WebhookRule};
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug)]
@@ -238,6 +239,57 @@ async fn retry_flows(sdk: Sdk) {
     assert_eq!(groups.len(), 1, "{summary}");
     assert_eq!(groups[0]["correlation_id"], "sdk-app-retry");
     assert_eq!(groups[0]["charge_count"], 2);
+}
+
+/// Products, prices and a Checkout Session through the SDK; the customer pays (fauxpay's
+/// scripted pay); `checkout.session.completed`, delivered twice by the profile, verified
+/// by the SDK: one charge, for the session, in the ledger.
+async fn checkout_flows(sdk: Sdk) {
+    let Some(runner) = sdk.runner() else { return };
+    let profile = Profile::builder("completed-twice")
+        .seed(1)
+        .webhook(WebhookRule::duplicate(2).event("checkout.session.completed"))
+        .build()
+        .unwrap();
+    let h = Harness::start(with_profile(profile)).await;
+    let seen = flow(runner, "checkout", &h).await;
+    assert_eq!(seen["deliveries"], 2, "{seen}");
+    let charges = charges_for(&h, "sdk-cs-1").await;
+    assert_eq!(charges.len(), 1, "{charges:?}");
+    assert_eq!(charges[0]["checkout_session"], seen["session"]);
+    assert_eq!(charges[0]["payment_intent"], seen["payment_intent"]);
+}
+
+/// A client made with a publishable key confirms an intent with its client_secret and
+/// gets the SDK's permission error elsewhere; the ledger says a publishable key paid.
+async fn browser_key_flows(sdk: Sdk) {
+    let Some(runner) = sdk.runner() else { return };
+    let h = Harness::default().await;
+    let seen = flow(runner, "browser_key", &h).await;
+    let charges = charges_for(&h, "sdk-pk-1").await;
+    assert_eq!(charges.len(), 1, "{charges:?}");
+    assert_eq!(charges[0]["payment_intent"], seen["payment_intent"]);
+    assert_eq!(charges[0]["key_type"], "publishable");
+}
+
+#[tokio::test]
+async fn the_python_sdk_sells_with_checkout_sessions() {
+    checkout_flows(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_node_sdk_sells_with_checkout_sessions() {
+    checkout_flows(Sdk::Node).await;
+}
+
+#[tokio::test]
+async fn the_python_sdk_with_a_publishable_key_confirms_in_the_browsers_place() {
+    browser_key_flows(Sdk::Python).await;
+}
+
+#[tokio::test]
+async fn the_node_sdk_with_a_publishable_key_confirms_in_the_browsers_place() {
+    browser_key_flows(Sdk::Node).await;
 }
 
 #[tokio::test]

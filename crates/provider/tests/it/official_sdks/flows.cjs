@@ -225,7 +225,135 @@ async function retries(url) {
   return { kept: kept.id, lost_answers: lost };
 }
 
-const FLOWS = { payments, webhooks, retries };
+// A webhook receiver on a free port: its URL, what it received ([body, signature]), and
+// a wait for `n` deliveries (at most 30 s).
+async function receiver() {
+  const received = [];
+  let arrived = () => {};
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      received.push([Buffer.concat(chunks), req.headers["stripe-signature"]]);
+      res.writeHead(200, { "content-length": 0 }).end();
+      arrived();
+    });
+  });
+  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+  const waitFor = (n) =>
+    new Promise((ok) => {
+      const timer = setTimeout(ok, 30_000);
+      arrived = () => received.length >= n && (clearTimeout(timer), ok());
+      arrived();
+    });
+  return { url: `http://127.0.0.1:${server.address().port}/webhooks/stripe`, received, waitFor, server };
+}
+
+// What the customer does on the hosted page, as a script does it (fauxpay's pay).
+async function customerPays(url, session, paymentMethod, email) {
+  const resp = await fetch(`${url}/__fauxpay/checkout/sessions/${session}/pay`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ payment_method: paymentMethod, email }),
+  });
+  assert.equal(resp.status, 200);
+  return resp.json();
+}
+
+// Products, prices and a Checkout Session the customer pays; the webhook that says so
+// (delivered twice by the profile) checked by the SDK's verifier.
+async function checkout(url) {
+  const hooks = await receiver();
+  const c = client(url);
+  const endpoint = await c.webhookEndpoints.create({ url: hooks.url, enabled_events: ["checkout.session.completed"] });
+  const product = await c.products.create({
+    name: "T-shirt",
+    default_price_data: { currency: "usd", unit_amount: 1999 },
+  });
+  assert.equal(product.object, "product");
+  assert.match(product.default_price, /^price_/);
+  const mug = await c.prices.create({ currency: "usd", unit_amount: 500, product_data: { name: "Mug" }, lookup_key: "sdk-mug" });
+  assert.equal(mug.type, "one_time");
+  assert.deepEqual((await c.prices.list({ lookup_keys: ["sdk-mug"] })).data.map((p) => p.id), [mug.id]);
+  assert.equal((await c.products.retrieve(product.id, { expand: ["default_price"] })).default_price.unit_amount, 1999);
+
+  const session = await c.checkout.sessions.create({
+    mode: "payment",
+    line_items: [
+      { price: product.default_price, quantity: 2 },
+      { price: mug.id, quantity: 1 },
+    ],
+    success_url: "https://shop.example/done?session_id={CHECKOUT_SESSION_ID}",
+    cancel_url: "https://shop.example/cart",
+    metadata: { order_id: "sdk-cs-1" },
+  });
+  assert.equal(session.object, "checkout.session");
+  assert.equal(session.status, "open");
+  assert.equal(session.payment_intent, null);
+  assert.equal(session.amount_total, 2 * 1999 + 500);
+  assert.ok(session.url.startsWith(url), session.url);
+  const items = await c.checkout.sessions.listLineItems(session.id);
+  assert.deepEqual(items.data.map((i) => i.quantity), [2, 1]);
+  assert.equal(items.data[0].description, "T-shirt");
+
+  const paid = await customerPays(url, session.id, "pm_card_visa", "jenny@example.com");
+  assert.equal(paid.status, "complete");
+  const seen = await c.checkout.sessions.retrieve(session.id, { expand: ["payment_intent"] });
+  assert.equal(seen.payment_status, "paid");
+  assert.equal(seen.customer_details.email, "jenny@example.com");
+  assert.equal(seen.payment_intent.status, "succeeded");
+  const listed = await c.checkout.sessions.list({ payment_intent: seen.payment_intent.id });
+  assert.deepEqual(listed.data.map((s) => s.id), [session.id]);
+
+  const doomed = await c.checkout.sessions.create({
+    mode: "payment",
+    line_items: [{ price: mug.id, quantity: 1 }],
+    success_url: "https://shop.example/done",
+  });
+  assert.equal((await c.checkout.sessions.expire(doomed.id)).status, "expired");
+  const again = await expectError("StripeInvalidRequestError", () => c.checkout.sessions.expire(doomed.id));
+  assert.equal(again.statusCode, 400);
+  const recurring = await c.prices.create({ currency: "usd", unit_amount: 900, product: product.id, recurring: { interval: "month" } });
+  const refused = await expectError("StripeInvalidRequestError", () =>
+    c.checkout.sessions.create({ mode: "payment", line_items: [{ price: recurring.id, quantity: 1 }], success_url: "https://s.example" }),
+  );
+  assert.equal(refused.param, "line_items[0][price]");
+
+  // The profile sends checkout.session.completed twice: both verify, one event.
+  await hooks.waitFor(2);
+  const events = hooks.received.map(([body, sig]) => c.webhooks.constructEvent(body, sig, endpoint.secret));
+  assert.deepEqual(events.map((e) => e.type), ["checkout.session.completed", "checkout.session.completed"]);
+  assert.equal(new Set(events.map((e) => e.id)).size, 1, "one event, delivered twice");
+  assert.equal(events[0].data.object.id, session.id);
+  hooks.server.close();
+  return { session: session.id, payment_intent: seen.payment_intent.id, deliveries: hooks.received.length };
+}
+
+// A client made with a publishable key, as a browser's Stripe.js is: it confirms an
+// intent with its client_secret, and is refused anything else.
+async function browserKey(url) {
+  const server = client(url);
+  const intent = await server.paymentIntents.create({ amount: 1500, currency: "usd", metadata: { order_id: "sdk-pk-1" } });
+  const browser = client(url, 0, "pk_test_fauxpay_node");
+  const card = await browser.paymentMethods.create({ type: "card", card: { token: "tok_visa" } });
+  assert.equal(card.object, "payment_method");
+  const seen = await browser.paymentIntents.retrieve(intent.id, { client_secret: intent.client_secret });
+  assert.equal(seen.status, "requires_payment_method");
+  assert.equal(seen.metadata, undefined);
+  const wrong = await expectError("StripeInvalidRequestError", () =>
+    browser.paymentIntents.confirm(intent.id, { payment_method: card.id, client_secret: "pi_x_secret_y" }),
+  );
+  assert.equal(wrong.param, "client_secret");
+  const paid = await browser.paymentIntents.confirm(intent.id, { payment_method: card.id, client_secret: intent.client_secret });
+  assert.equal(paid.status, "succeeded");
+  const refused = await expectError("StripePermissionError", () => browser.charges.list());
+  assert.equal(refused.statusCode, 403);
+  assert.match(refused.message, /publishable API key/);
+  await expectError("StripePermissionError", () => browser.paymentIntents.create({ amount: 100, currency: "usd" }));
+  return { payment_intent: paid.id };
+}
+
+const FLOWS = { payments, webhooks, retries, checkout, browser_key: browserKey };
 const [flow, url] = process.argv.slice(2);
 FLOWS[flow](url).then(
   (seen) => console.log(JSON.stringify(seen)),

@@ -11,6 +11,8 @@ import http.server
 import json
 import sys
 import threading
+import urllib.parse
+import urllib.request
 
 import stripe
 
@@ -229,7 +231,127 @@ def retries(url):
     return {"kept": kept.id, "lost_answers": lost}
 
 
-FLOWS = {"payments": payments, "webhooks": webhooks, "retries": retries}
+def customer_pays(url, session_id, payment_method, email):
+    """What the customer does on the hosted page, as a script does it (fauxpay's pay)."""
+    body = urllib.parse.urlencode({"payment_method": payment_method, "email": email}).encode()
+    with urllib.request.urlopen(f"{url}/__fauxpay/checkout/sessions/{session_id}/pay", data=body) as resp:
+        return json.loads(resp.read())
+
+
+def checkout(url):
+    """Products, prices and a Checkout Session the customer pays; the webhook that says so
+    (delivered twice by the profile) checked by the SDK's verifier."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    c = client(url)
+    endpoint = c.v1.webhook_endpoints.create(
+        params={
+            "url": f"http://127.0.0.1:{server.server_address[1]}/webhooks/stripe",
+            "enabled_events": ["checkout.session.completed"],
+        }
+    )
+    product = c.v1.products.create(
+        params={"name": "T-shirt", "default_price_data": {"currency": "usd", "unit_amount": 1999}}
+    )
+    assert isinstance(product, stripe.Product) and product.default_price.startswith("price_"), product
+    mug = c.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 500, "product_data": {"name": "Mug"}, "lookup_key": "sdk-mug"}
+    )
+    assert isinstance(mug, stripe.Price) and mug.type == "one_time", mug
+    assert [p.id for p in c.v1.prices.list(params={"lookup_keys": ["sdk-mug"]}).data] == [mug.id]
+    assert c.v1.products.retrieve(product.id, params={"expand": ["default_price"]}).default_price.unit_amount == 1999
+
+    session = c.v1.checkout.sessions.create(
+        params={
+            "mode": "payment",
+            "line_items": [{"price": product.default_price, "quantity": 2}, {"price": mug.id, "quantity": 1}],
+            "success_url": "https://shop.example/done?session_id={CHECKOUT_SESSION_ID}",
+            "cancel_url": "https://shop.example/cart",
+            "metadata": {"order_id": "sdk-cs-1"},
+        }
+    )
+    assert isinstance(session, stripe.checkout.Session), type(session)
+    assert session.status == "open" and session.payment_status == "unpaid" and session.payment_intent is None, session
+    assert session.amount_total == 2 * 1999 + 500 and session.url.startswith(url), session
+    items = c.v1.checkout.sessions.line_items.list(session.id)
+    assert [i.quantity for i in items.data] == [2, 1] and items.data[0].description == "T-shirt", items
+
+    paid = customer_pays(url, session.id, "pm_card_visa", "jenny@example.com")
+    assert paid["status"] == "complete", paid
+    seen = c.v1.checkout.sessions.retrieve(session.id, params={"expand": ["payment_intent"]})
+    assert seen.payment_status == "paid" and seen.customer_details.email == "jenny@example.com", seen
+    assert isinstance(seen.payment_intent, stripe.PaymentIntent) and seen.payment_intent.status == "succeeded", seen
+    assert [s.id for s in c.v1.checkout.sessions.list(params={"payment_intent": seen.payment_intent.id}).data] == [session.id]
+
+    doomed = c.v1.checkout.sessions.create(
+        params={"mode": "payment", "line_items": [{"price": mug.id, "quantity": 1}], "success_url": "https://shop.example/done"}
+    )
+    assert c.v1.checkout.sessions.expire(doomed.id).status == "expired"
+    again = expect_error(stripe.InvalidRequestError, lambda: c.v1.checkout.sessions.expire(doomed.id))
+    assert again.http_status == 400, again
+    recurring = c.v1.prices.create(
+        params={"currency": "usd", "unit_amount": 900, "product": product.id, "recurring": {"interval": "month"}}
+    )
+    refused = expect_error(
+        stripe.InvalidRequestError,
+        lambda: c.v1.checkout.sessions.create(
+            params={"mode": "payment", "line_items": [{"price": recurring.id, "quantity": 1}], "success_url": "https://s.example"}
+        ),
+    )
+    assert refused.param == "line_items[0][price]", refused
+
+    # The profile sends checkout.session.completed twice: both verify, one event.
+    with Receiver.arrived:
+        Receiver.arrived.wait_for(lambda: len(Receiver.received) >= 2, timeout=30)
+        received = list(Receiver.received)
+    events = [stripe.Webhook.construct_event(body, sig, endpoint.secret) for body, sig in received]
+    assert [e.type for e in events] == ["checkout.session.completed"] * 2, events
+    assert len({e.id for e in events}) == 1, "one event, delivered twice"
+    completed = events[0].data.object
+    assert isinstance(completed, stripe.checkout.Session) and completed.id == session.id, completed
+    server.shutdown()
+    return {"session": session.id, "payment_intent": seen.payment_intent.id, "deliveries": len(received)}
+
+
+def browser_key(url):
+    """A client made with a publishable key, as a browser's Stripe.js is: it confirms an
+    intent with its client_secret, and is refused anything else."""
+    server = client(url)
+    intent = server.v1.payment_intents.create(
+        params={"amount": 1500, "currency": "usd", "metadata": {"order_id": "sdk-pk-1"}}
+    )
+    browser = stripe.StripeClient("pk_test_fauxpay_python", base_addresses={"api": url})
+    card = browser.v1.payment_methods.create(params={"type": "card", "card": {"token": "tok_visa"}})
+    assert isinstance(card, stripe.PaymentMethod), card
+    seen = browser.v1.payment_intents.retrieve(intent.id, params={"client_secret": intent.client_secret})
+    assert seen.status == "requires_payment_method" and "metadata" not in seen, seen
+    wrong = expect_error(
+        stripe.InvalidRequestError,
+        lambda: browser.v1.payment_intents.confirm(
+            intent.id, params={"payment_method": card.id, "client_secret": "pi_x_secret_y"}
+        ),
+    )
+    assert wrong.param == "client_secret", wrong
+    paid = browser.v1.payment_intents.confirm(
+        intent.id, params={"payment_method": card.id, "client_secret": intent.client_secret}
+    )
+    assert paid.status == "succeeded", paid
+    refused = expect_error(stripe.PermissionError, lambda: browser.v1.charges.list())
+    assert refused.http_status == 403 and "publishable API key" in refused.user_message, refused
+    expect_error(
+        stripe.PermissionError,
+        lambda: browser.v1.payment_intents.create(params={"amount": 100, "currency": "usd"}),
+    )
+    return {"payment_intent": paid.id}
+
+
+FLOWS = {
+    "payments": payments,
+    "webhooks": webhooks,
+    "retries": retries,
+    "checkout": checkout,
+    "browser_key": browser_key,
+}
 
 if __name__ == "__main__":
     flow, url = sys.argv[1], sys.argv[2]
