@@ -1,4 +1,4 @@
-//! The dashboard and `report.html` in a real browser: headless Chromium (Debian's
+//! The dashboard, `report.html` and the hosted Checkout page in a real browser: headless Chromium (Debian's
 //! `chromium` and `chromium-driver`, which `.ci/run` installs) driven through
 //! chromedriver by `fantoccini`. Each page is loaded against a provider with payments, a
 //! duplicate group, faults and hostile metadata, and checked for what a person sees; an
@@ -116,8 +116,8 @@ async fn console_errors(c: &Client) -> Vec<String> {
         .collect()
 }
 
-/// The pages whose screenshots README shows (kept in docs/screenshots/).
-const IN_README: &[&str] = &["overview", "duplicates", "report"];
+/// The pages whose screenshots README and docs/ show (kept in docs/screenshots/).
+const IN_README: &[&str] = &["overview", "duplicates", "report", "checkout"];
 
 async fn shoot(c: &Client, name: &str) {
     let png = c.screenshot().await.expect("a screenshot");
@@ -272,4 +272,122 @@ async fn a_person_sees_the_double_charge_the_faults_and_the_mistakes() {
 
     c.close().await.unwrap();
     std::fs::remove_dir_all(out).ok();
+}
+
+/// A Checkout Session for one 19.99 USD T-shirt on `base`, sending the customer to
+/// `{base}/shop/done?session_id=…` once paid: its id and its hosted page's URL.
+async fn checkout_session(client: &reqwest::Client, base: &str) -> (String, String) {
+    let post = |path: &str, body: String| {
+        client
+            .post(format!("{base}{path}"))
+            .bearer_auth(fauxpay_testkit::provider::KEY)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let product: Value = post(
+        "/v1/products",
+        "name=T-shirt&default_price_data[currency]=usd&default_price_data[unit_amount]=1999".into(),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let price = product["default_price"].as_str().unwrap();
+    let success = format!("{base}/shop/done?session_id={{CHECKOUT_SESSION_ID}}");
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    form.append_pair("mode", "payment")
+        .append_pair("line_items[0][price]", price)
+        .append_pair("line_items[0][quantity]", "1")
+        .append_pair("success_url", &success)
+        .append_pair("cancel_url", &format!("{base}/shop/cart"));
+    let body = form.finish();
+    let session: Value = post("/v1/checkout/sessions", body).await.unwrap().json().await.unwrap();
+    (
+        session["id"].as_str().unwrap().to_string(),
+        session["url"].as_str().unwrap().to_string(),
+    )
+}
+
+/// Fills the hosted page's form with `card` and presses Pay.
+async fn pay_on_the_page(c: &Client, url: &str, card: &str) {
+    c.goto(url).await.unwrap();
+    c.find(Locator::Css("#email"))
+        .await
+        .unwrap()
+        .send_keys("jenny@example.com")
+        .await
+        .unwrap();
+    c.find(Locator::Css("#card"))
+        .await
+        .unwrap()
+        .send_keys(card)
+        .await
+        .unwrap();
+    c.find(Locator::Css("#pay")).await.unwrap().click().await.unwrap();
+}
+
+/// Waits until the browser is at `url` (after the redirects a form's answer starts).
+async fn arrives_at(c: &Client, url: &str) {
+    let arrived = c
+        .wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_url(&url::Url::parse(url).unwrap())
+        .await;
+    if let Err(e) = arrived {
+        panic!("the browser never reached {url}: {e} (at {:?})", c.current_url().await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_customer_pays_on_the_hosted_checkout_page() {
+    let Some(d) = driver() else { return };
+    let h = fauxpay_testkit::provider::Harness::default().await;
+    let base = h.provider.url();
+    let c = browser(&d).await;
+
+    // A card that pays: Pay lands on the success_url with the session's id filled in.
+    let (sid, url) = checkout_session(&h.client, &base).await;
+    c.goto(&url).await.unwrap();
+    let page = text(&c, "body").await;
+    assert!(page.contains("T-shirt") && page.contains("19.99 USD"), "{page}");
+    shoot(&c, "checkout").await;
+    let errors = console_errors(&c).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    pay_on_the_page(&c, &url, "4242 4242 4242 4242").await;
+    arrives_at(&c, &format!("{base}/shop/done?session_id={sid}")).await;
+
+    // A 3-D Secure card: Pay goes through the challenge page and back, then on.
+    let (sid3, url3) = checkout_session(&h.client, &base).await;
+    pay_on_the_page(&c, &url3, "4000 0027 6000 3184").await;
+    let complete = c
+        .wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_element(Locator::XPath("//button[contains(., 'Complete authentication')]"))
+        .await
+        .expect("the 3-D Secure page");
+    assert!(c.current_url().await.unwrap().path().starts_with("/__fauxpay/3ds/pi_"));
+    complete.click().await.unwrap();
+    arrives_at(&c, &format!("{base}/shop/done?session_id={sid3}")).await;
+
+    // A declined card: the page says so and the session stays open.
+    let (declined, url4) = checkout_session(&h.client, &base).await;
+    pay_on_the_page(&c, &url4, "4000 0000 0000 0002").await;
+    let alert = text(&c, "p.error").await;
+    assert_eq!(alert, "Your card was declined.");
+    let session: Value = h
+        .get(&format!("/v1/checkout/sessions/{declined}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session["status"], "open");
+
+    let ledger = h.ledger("").await;
+    let paid: Vec<&str> = ledger.iter().map(|r| r["checkout_session"].as_str().unwrap()).collect();
+    assert_eq!(paid, [sid.as_str(), sid3.as_str()], "one charge per paid session");
+    c.close().await.unwrap();
 }

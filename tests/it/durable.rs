@@ -4,7 +4,8 @@
 //! charge) and the ledger has no duplicate; a torn last write recovers to the last whole
 //! record and says so; a damaged record (a flipped bit in its length) is repaired and a
 //! repeated one skipped, both said; a data dir from a newer fauxpay is refused, and so is
-//! a second fauxpay on a data dir in use.
+//! a second fauxpay on a data dir in use; products, prices and paid, expired and open
+//! Checkout Sessions survive a crash.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -354,6 +355,119 @@ async fn updates_under_a_charges_path_survive_a_crash() {
         (&charge["description"], &charge["amount_refunded"]),
         (&Value::from("kept"), &Value::from(400))
     );
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Products, prices and Checkout Sessions survive `kill -9`: a paid session (paid by
+/// the customer's pay, through 3-D Secure too), an expired one, an open one; the restart
+/// says nothing ended otherwise, and an open session can still be paid, once.
+#[tokio::test]
+async fn checkout_sessions_products_and_prices_survive_a_crash() {
+    let dir = data_dir("checkout");
+    let client = client();
+    let server = start_async(&dir, &[]).await;
+    let url = server.url.clone();
+    let post = |path: String, form: Vec<(&'static str, String)>, key: bool| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let mut rb = client.post(format!("{url}{path}")).form(&form);
+            if key {
+                rb = rb.bearer_auth("sk_test_durable");
+            }
+            let resp = rb.send().await.unwrap();
+            assert_eq!(resp.status(), 200, "{path}");
+            resp.json::<Value>().await.unwrap()
+        }
+    };
+    let product = post(
+        "/v1/products".into(),
+        vec![
+            ("name", "Mug".into()),
+            ("default_price_data[currency]", "usd".into()),
+            ("default_price_data[unit_amount]", "1200".into()),
+        ],
+        true,
+    )
+    .await;
+    let price = product["default_price"].as_str().unwrap().to_string();
+    let session = |order: &'static str| {
+        post(
+            "/v1/checkout/sessions".into(),
+            vec![
+                ("mode", "payment".into()),
+                ("line_items[0][price]", price.clone()),
+                ("line_items[0][quantity]", "3".into()),
+                ("success_url", "https://shop.example/done".into()),
+                ("metadata[order_id]", order.into()),
+            ],
+            true,
+        )
+    };
+    let paid = session("cs-paid").await["id"].as_str().unwrap().to_string();
+    let challenged = session("cs-3ds").await["id"].as_str().unwrap().to_string();
+    let expired = session("cs-expired").await["id"].as_str().unwrap().to_string();
+    let open = session("cs-open").await["id"].as_str().unwrap().to_string();
+    let pay = |sid: &str, card: &str| {
+        post(
+            format!("/__fauxpay/checkout/sessions/{sid}/pay"),
+            vec![("payment_method", card.to_string()), ("email", "a@b.co".into())],
+            false,
+        )
+    };
+    assert_eq!(pay(&paid, "pm_card_visa").await["status"], "complete");
+    let waiting = pay(&challenged, "pm_card_authenticationRequired").await;
+    let pi = waiting["payment_intent"]["id"].as_str().unwrap().to_string();
+    post(
+        format!("/__fauxpay/payment_intents/{pi}/authenticate"),
+        vec![("outcome", "succeed".into())],
+        false,
+    )
+    .await;
+    post(format!("/v1/checkout/sessions/{expired}/expire"), Vec::new(), true).await;
+    server.kill_9();
+
+    let server = start_async(&dir, &[]).await;
+    assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
+    let status_of = |sid: String| {
+        let client = client.clone();
+        let url = server.url.clone();
+        async move { get(&client, &url, &format!("/v1/checkout/sessions/{sid}")).await.1["status"].clone() }
+    };
+    assert_eq!(status_of(paid.clone()).await, "complete");
+    assert_eq!(status_of(challenged.clone()).await, "complete");
+    assert_eq!(status_of(expired.clone()).await, "expired");
+    assert_eq!(status_of(open.clone()).await, "open");
+    let (status, kept) = get(&client, &server.url, &format!("/v1/prices/{price}?expand[]=product")).await;
+    assert_eq!((status, &kept["product"]["name"]), (200, &Value::from("Mug")), "{kept}");
+    let resp = client
+        .post(format!("{}/__fauxpay/checkout/sessions/{open}/pay", server.url))
+        .form(&[("payment_method", "pm_card_visa"), ("email", "a@b.co")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let again = client
+        .post(format!("{}/__fauxpay/checkout/sessions/{paid}/pay", server.url))
+        .form(&[("payment_method", "pm_card_visa"), ("email", "a@b.co")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 400, "paid before the crash: still paid");
+    let ledger: Vec<Value> = client
+        .get(format!("{}/__fauxpay/ledger", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sessions: Vec<&str> = ledger.iter().map(|r| r["checkout_session"].as_str().unwrap()).collect();
+    assert_eq!(sessions, [paid.as_str(), challenged.as_str(), open.as_str()]);
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }

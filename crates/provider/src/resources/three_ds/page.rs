@@ -33,7 +33,11 @@ h1{font-size:1.3rem}dl{display:grid;grid-template-columns:max-content auto;gap:.
 dt{color:#666}dd{margin:0;overflow-wrap:anywhere}form{display:inline}\
 button{font-size:1rem;padding:.6rem 1.2rem;margin:1rem .6rem 0 0;cursor:pointer}\
 .ok{background:#1a7f37;color:#fff;border:0}.fail{background:#fff;color:#b42318;border:1px solid #b42318}\
-.note{color:#666;font-size:.9rem}";
+.note{color:#666;font-size:.9rem}\
+table{border-collapse:collapse;margin:1rem 0}td{padding:.3rem 1rem .3rem 0}td.amount{text-align:right}\
+tr.total td{border-top:1px solid #ccc;font-weight:600}label{color:#444}\
+input{font-size:1rem;padding:.45rem;width:100%;max-width:20rem;box-sizing:border-box}\
+.error{color:#b42318;font-weight:600}.paid{color:#1a7f37;font-weight:600}.expired{color:#b42318}";
 
 const TITLE: &str = "fauxpay test authentication";
 
