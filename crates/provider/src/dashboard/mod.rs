@@ -22,6 +22,7 @@ use serde::Deserialize;
 use crate::app::Provider;
 use crate::journal::{Outcome, RequestRecord};
 use crate::resources::charges::object::Charge;
+use crate::resources::checkout_sessions::object::{CheckoutSession, SessionStatus};
 use crate::resources::payment_intents::object::PaymentIntent;
 use crate::state::clock::now_ms;
 use crate::state::ledger::{LedgerRecord, RecordFilter};
@@ -105,6 +106,9 @@ pub struct ProfileView {
 #[derive(Debug, Clone)]
 pub struct Overview {
     pub payment_intents: usize,
+    /// Checkout Sessions made, and how many of them were paid (completed).
+    pub checkout_sessions: usize,
+    pub checkout_sessions_complete: usize,
     pub summary: Summary,
     pub profile: ProfileView,
     pub requests_logged: u64,
@@ -148,6 +152,13 @@ pub fn overview(app: &Provider) -> Overview {
     let recent = app.journal.recent(usize::MAX, |r| r.time_ms >= since).len();
     Overview {
         payment_intents: app.payments.intents.len(),
+        checkout_sessions: app.payments.checkout_sessions.len(),
+        checkout_sessions_complete: app
+            .payments
+            .checkout_sessions
+            .page(Cursor::Start, usize::MAX - 1, |s| s.status == SessionStatus::Complete)
+            .items
+            .len(),
         summary: summary(app),
         profile: profile(app),
         requests_logged: app.journal.logged(),
@@ -236,11 +247,17 @@ pub struct PaymentView {
     pub ledger: Vec<Arc<LedgerRecord>>,
     /// Other payment intents of the same order (a double charge's other half).
     pub siblings: Vec<PaymentIntentId>,
+    /// The Checkout Session the payment was made for.
+    pub checkout_session: Option<Arc<CheckoutSession>>,
 }
 
-/// The payment page of `id` (`pi_…` or `ch_…`), if fauxpay knows it.
+/// The payment page of `id` (`pi_…`, `ch_…`, or a paid `cs_test_…`), if fauxpay knows it.
 pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
     let (intent, charge) = match ObjectId::parse(id)? {
+        ObjectId::CheckoutSession(cs) => {
+            let pi = app.payments.checkout_sessions.get(&cs)?.payment_intent?;
+            (Some(app.payments.intents.get(&pi)?), None)
+        }
         ObjectId::Intent(pi) => (Some(app.payments.intents.get(&pi)?), None),
         ObjectId::Charge(ch) => {
             let charge = app.payments.charges.get(&ch)?;
@@ -301,6 +318,10 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
             .collect(),
         None => Vec::new(),
     };
+    let checkout_session = intent
+        .as_ref()
+        .and_then(|pi| pi.checkout_session())
+        .and_then(|cs| app.payments.checkout_sessions.get(&cs));
     Some(PaymentView {
         intent,
         charges,
@@ -308,6 +329,7 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
         requests,
         ledger,
         siblings,
+        checkout_session,
     })
 }
 

@@ -163,6 +163,26 @@ async fn a_session_is_made_from_prices_paid_once_and_completed_after_the_intents
     let pi = paid["payment_intent"]["id"].as_str().unwrap();
     let (_, listed) = get(&h, &format!("/v1/checkout/sessions?payment_intent={pi}")).await;
     assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+
+    // The dashboard shows sessions: counted on the overview, and the session's payment
+    // page (reached by the session's id too) names it; the request log has its pay.
+    let page = |path: String| {
+        let b = browser();
+        let url = h.url(&path);
+        async move { b.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let overview = page("/__fauxpay/".into()).await;
+    assert!(overview.contains("checkout sessions paid"), "{overview}");
+    let payment = page(format!("/__fauxpay/ui/payments/{sid}")).await;
+    assert!(payment.contains(&sid) && payment.contains(pi), "{payment}");
+    let requests = h.admin_json("/__fauxpay/requests?limit=100").await;
+    let pays = requests["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["path"].as_str().is_some_and(|p| p.ends_with(&format!("{sid}/pay"))))
+        .count();
+    assert_eq!(pays, 3, "{requests}");
 }
 
 #[tokio::test]

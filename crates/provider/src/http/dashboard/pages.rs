@@ -81,8 +81,8 @@ fn payment_link(id: &str) -> Markup {
 
 fn status_tag(status: &str) -> Markup {
     let class = match status {
-        "succeeded" => "tag ok",
-        "requires_payment_method" | "canceled" | "failed" => "tag bad",
+        "succeeded" | "complete" => "tag ok",
+        "requires_payment_method" | "canceled" | "failed" | "expired" => "tag bad",
         _ => "tag warn",
     };
     html! { span class=(class) { (status) } }
@@ -108,6 +108,9 @@ pub fn overview(o: &Overview) -> Markup {
         h1 { "Overview" }
         div.cards {
             (card(o.payment_intents, "payment intents", false))
+            @if o.checkout_sessions > 0 {
+                (card(format!("{} / {}", o.checkout_sessions_complete, o.checkout_sessions), "checkout sessions paid", false))
+            }
             (card(s.charges, "charges captured", false))
             (card(s.refunds, "refunds", false))
             (card(s.duplicate_groups.len(), "orders charged twice or more", !s.duplicate_groups.is_empty()))
@@ -290,6 +293,9 @@ pub fn payment(v: &PaymentView) -> Markup {
                 dt { "status" } dd { (status_tag(pi.status.as_str())) }
                 dt { "amount" } dd { (money(pi.amount, pi.currency.code())) " · received " (money(pi.amount_received, pi.currency.code())) }
                 dt { "order (correlation id)" } dd.mono { (v.correlation_id.as_deref().unwrap_or("—")) }
+                @if let Some(cs) = &v.checkout_session {
+                    dt { "checkout session" } dd { span.mono { (cs.id.as_str()) } " " (status_tag(cs.status.as_str())) }
+                }
                 dt { "payment method" } dd.mono { (pi.payment_method.map_or("—".to_string(), |p| p.to_string())) }
                 dt { "created" } dd { (clock(pi.created as u64 * 1000)) " UTC" }
                 @if let Some(e) = &pi.last_payment_error { dt { "last error" } dd { (e.code) ": " (e.message) } }
