@@ -11,7 +11,8 @@
 //! → refund), so a state check and the transition it guards are one atomic step and the
 //! duplicate check cannot race the append.
 //!
-//! Each resource folder (`payment_intents`, `charges`, `refunds`, `customers`,
+//! Each resource folder (`payment_intents`, `charges`, `refunds`, `customers`, `products`,
+//! `prices`, `checkout_sessions`,
 //! `payment_methods`, `setup_intents`, `events`, `webhook_endpoints`) adds its operations to
 //! [`Payments`] in its `rules.rs`; each publishes an event for every state change it makes
 //! (`events::store`), under the same locks as the change. This file holds the state they share, the duplicate policy and where a payment's correlation
