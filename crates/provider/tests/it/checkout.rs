@@ -474,12 +474,20 @@ async fn bad_sessions_get_stripes_errors_naming_the_parameter() {
         (format!("{ok}&line_items[0][price]={price}&line_items[0][quantity]=1&expires_at=1"), "expires_at"),
         (format!("{ok}&line_items[0][price]={price}&line_items[0][quantity]=1&payment_method_types[]=ideal"), "payment_method_types"),
         (format!("{ok}&line_items[0][price]={price}&line_items[0][quantity]=1&ui_mode=embedded"), "ui_mode"),
+        (format!("{ok}&line_items[0][price]={price}&line_items[0][quantity]=1&ui_mode=pirate"), "ui_mode"),
         (format!("success_url=https://s.example/ok&mode=subscription&line_items[0][price]={recurring}&line_items[0][quantity]=1"), "mode"),
         (ok.to_string(), "line_items"),
     ] {
         let (status, e) = post(&h, "/v1/checkout/sessions", &body).await;
         assert_eq!((status, e["error"]["param"].as_str()), (400, Some(param)), "{body}: {e}");
     }
+    let (status, hosted) = post(
+        &h,
+        "/v1/checkout/sessions",
+        &format!("{ok}&line_items[0][price]={price}&line_items[0][quantity]=1&ui_mode=hosted"),
+    )
+    .await;
+    assert_eq!(status, 200, "{hosted}");
     let (status, e) = get(&h, "/v1/checkout/sessions/cs_test_nope").await;
     assert_eq!((status, e["error"]["code"].as_str()), (404, Some("resource_missing")));
 }

@@ -27,6 +27,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         "payment_intent_data[setup_future_usage]",
         "payment_method_types",
         "success_url",
+        "ui_mode",
     ]),
     Endpoint::get("/v1/checkout/sessions", |p, c| p.list_checkout_sessions(c.params)).reads(&[
         "customer",

@@ -226,6 +226,15 @@ impl Payments {
             }
             None => return Err(ApiError::missing_param("mode")),
         };
+        match p.opt_str("ui_mode")? {
+            None | Some("hosted") => {}
+            Some(other) => {
+                return Err(ApiError::invalid_param(
+                    "ui_mode",
+                    format!("fauxpay hosts the Checkout page itself: ui_mode may only be hosted (got {other}; embedded and custom need Stripe.js, which fauxpay does not stand in for yet)."),
+                ))
+            }
+        }
         let success_url = url_param(p, "success_url")?;
         let cancel_url = url_param(p, "cancel_url")?;
         let line_items = self.line_items(p, mode)?;

@@ -2,7 +2,8 @@
 //! public spec leaves out. Each is grafted into the spec before it is compiled, with
 //! Stripe's own schema for the same thing taken from elsewhere in the spec, so the
 //! parameter is typed and checked like any other (not silently accepted), and docs/api.md
-//! lists it.
+//! lists it. A parameter of a later API version the spec has no schema for at all
+//! (`ui_mode` on a Checkout Session) takes a schema written here.
 
 use serde_json::Value;
 
@@ -16,11 +17,20 @@ pub struct Extension {
     pub path: &'static str,
     /// Where the parameter goes, in bracket notation (`payment_method_data[card]`).
     pub param: &'static str,
-    /// A JSON pointer to the Stripe schema it takes, and that schema's `title`.
-    pub schema_from: &'static str,
-    pub schema_title: &'static str,
+    /// The schema it takes.
+    pub schema: Source,
     /// Why fauxpay needs it.
     pub why: &'static str,
+}
+
+/// Where an added parameter's schema comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source {
+    /// Stripe's own schema elsewhere in the spec: a JSON pointer, and that schema's `title`.
+    Stripe { pointer: &'static str, title: &'static str },
+    /// A schema written here (JSON), for a parameter of a later API version that the spec
+    /// has no schema for.
+    Written(&'static str),
 }
 
 /// `POST /v1/payment_methods`' `card[…]` card details (number, exp_month, exp_year, cvc).
@@ -34,17 +44,28 @@ pub const EXTENSIONS: &[Extension] = &[
         verb: Verb::Post,
         path: "/v1/payment_intents",
         param: "payment_method_data[card]",
-        schema_from: CARD_DETAILS,
-        schema_title: "card_details_params",
+        schema: Source::Stripe {
+            pointer: CARD_DETAILS,
+            title: "card_details_params",
+        },
         why: RAW_CARD,
     },
     Extension {
         verb: Verb::Post,
         path: "/v1/payment_intents/{intent}/confirm",
         param: "payment_method_data[card]",
-        schema_from: CARD_DETAILS,
-        schema_title: "card_details_params",
+        schema: Source::Stripe {
+            pointer: CARD_DETAILS,
+            title: "card_details_params",
+        },
         why: RAW_CARD,
+    },
+    Extension {
+        verb: Verb::Post,
+        path: "/v1/checkout/sessions",
+        param: "ui_mode",
+        schema: Source::Written(r#"{"type":"string","enum":["custom","embedded","hosted"],"maxLength":5000}"#),
+        why: "Stripe's later API versions choose the page a Checkout Session uses; fauxpay serves the hosted page (ui_mode=hosted) and refuses the two that need Stripe.js with a 400 naming ui_mode.",
     },
 ];
 
@@ -52,16 +73,15 @@ pub const EXTENSIONS: &[Extension] = &[
 /// fits (its source schema moved, or the spec now has the parameter) is an error.
 pub fn apply(doc: &mut Value) -> Result<(), String> {
     for ext in EXTENSIONS {
-        let source = doc
-            .pointer(ext.schema_from)
-            .filter(|s| s.get("title").and_then(Value::as_str) == Some(ext.schema_title))
-            .cloned()
-            .ok_or_else(|| {
-                format!(
-                    "extension {}: no schema {} at {}",
-                    ext.param, ext.schema_title, ext.schema_from
-                )
-            })?;
+        let source = match ext.schema {
+            Source::Stripe { pointer, title } => doc
+                .pointer(pointer)
+                .filter(|s| s.get("title").and_then(Value::as_str) == Some(title))
+                .cloned()
+                .ok_or_else(|| format!("extension {}: no schema {title} at {pointer}", ext.param))?,
+            Source::Written(json) => serde_json::from_str(json)
+                .map_err(|e| format!("extension {}: its schema is not JSON: {e}", ext.param))?,
+        };
         let method = match ext.verb {
             Verb::Get => "get",
             Verb::Post => "post",

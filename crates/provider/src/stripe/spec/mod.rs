@@ -29,9 +29,10 @@
 //! - **Lists** arrive as `a[]=x`, `a[0]=x` or a JSON array; an object whose keys are all
 //!   indexes (`a[0]=x&a[2]=y`) is a list too.
 //!
-//! fauxpay declares one extension ([`extensions::EXTENSIONS`]): a parameter it models
-//! that the public spec leaves out, grafted in with Stripe's own schema for it, so that it
-//! is known, typed and listed rather than silently accepted.
+//! fauxpay declares its extensions ([`extensions::EXTENSIONS`]): parameters it models that
+//! the public spec leaves out, grafted in with Stripe's own schema for them (or one
+//! written there, for a later API version's), so that they are known, typed and listed
+//! rather than silently accepted.
 
 pub mod extensions;
 pub mod schema;
