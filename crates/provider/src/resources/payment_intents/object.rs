@@ -162,6 +162,8 @@ pub struct PaymentIntent {
     pub canceled_at: Option<i64>,
     pub cancellation_reason: Option<CancellationReason>,
     pub capture_method: CaptureMethod,
+    /// `confirmation_method=manual`: only a secret key may confirm it.
+    pub manual_confirmation: bool,
     pub created: i64,
     pub currency: Currency,
     pub text: Option<Box<IntentText>>,
@@ -186,6 +188,15 @@ fn text_field(text: &Option<Box<IntentText>>, f: impl Fn(&IntentText) -> &Option
 impl PaymentIntent {
     pub fn customer(&self) -> Option<&str> {
         text_field(&self.text, |t| &t.customer)
+    }
+
+    /// Stripe's `confirmation_method`.
+    pub fn confirmation_method(&self) -> &'static str {
+        if self.manual_confirmation {
+            "manual"
+        } else {
+            "automatic"
+        }
     }
 
     /// The Checkout Session the intent was made for.
@@ -238,7 +249,9 @@ impl PaymentIntent {
         raw(out, &id);
         raw(out, "_secret_");
         raw(out, &self.client_secret().text());
-        raw(out, "\",\"confirmation_method\":\"automatic\",\"created\":");
+        raw(out, "\",\"confirmation_method\":\"");
+        raw(out, self.confirmation_method());
+        raw(out, "\",\"created\":");
         int(out, self.created);
         raw(out, ",\"currency\":");
         plain(out, self.currency.code());
@@ -336,7 +349,7 @@ impl Serialize for PaymentIntent {
         )?;
         o.serialize_field("capture_method", &self.capture_method)?;
         o.serialize_field("client_secret", &ClientSecret(&self.id, &self.client_secret()))?;
-        o.serialize_field("confirmation_method", "automatic")?;
+        o.serialize_field("confirmation_method", self.confirmation_method())?;
         o.serialize_field("created", &self.created)?;
         o.serialize_field("currency", &self.currency)?;
         o.serialize_field("customer", &text(|t| &t.customer))?;

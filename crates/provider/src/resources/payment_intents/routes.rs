@@ -9,6 +9,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
         "automatic_payment_methods[enabled]",
         "capture_method",
         "confirm",
+        "confirmation_method",
         "currency",
         "customer",
         "description",

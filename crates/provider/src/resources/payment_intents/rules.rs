@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::object::{CancellationReason, CaptureMethod, IntentStatus, IntentText, LastPaymentError, PaymentIntent};
 use crate::error::ApiError;
-use crate::fault_injection::attempt::Attempt;
+use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::reply::Reply;
 use crate::resources::charges::object::{Charge, NewCharge};
 use crate::resources::events::object::EventType;
@@ -168,7 +168,18 @@ impl Payments {
             transfer_group: text(p, "transfer_group")?,
             checkout_session: attempt.checkout_session,
         };
+        let manual_confirmation = match p.opt_str("confirmation_method")? {
+            None | Some("automatic") => false,
+            Some("manual") => true,
+            Some(other) => {
+                return Err(ApiError::invalid_param(
+                    "confirmation_method",
+                    format!("Invalid confirmation_method: '{other}'; expected automatic or manual."),
+                ))
+            }
+        };
         let mut pi = PaymentIntent {
+            manual_confirmation,
             id: PaymentIntentId::generate(),
             amount,
             amount_capturable: 0,
@@ -362,6 +373,12 @@ impl Payments {
         let unknown = || ApiError::unknown_object("payment_intent", raw_id, "intent");
         let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
         let current = self.intents.get(&id).ok_or_else(unknown)?;
+        if current.manual_confirmation && attempt.key == KeyKind::Publishable {
+            return Err(ApiError::invalid_request(
+                "This PaymentIntent's confirmation_method is manual: it can only be confirmed with a secret key, from your server.",
+                None,
+            ));
+        }
         let customer = current.customer().and_then(CustomerId::parse);
         let new_method = self.intent_payment_method(p, customer)?;
         if let (None, Some(saved)) = (new_method, current.payment_method) {

@@ -81,6 +81,7 @@ fn written_json_is_exactly_the_serialised_json() {
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
     }
     let mut pi = PaymentIntent {
+        manual_confirmation: false,
         id: PaymentIntentId::generate(),
         amount: 5000,
         amount_capturable: 5000,
