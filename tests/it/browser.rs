@@ -25,7 +25,7 @@ use fauxpay_provider::Config;
 use serde_json::{json, Value};
 
 /// chromedriver on a free port, stopped on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     port: u16,
 }
@@ -45,7 +45,7 @@ fn find(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// Starts chromedriver, waiting for its "started successfully" line (no sleeping).
-fn driver() -> Option<Driver> {
+pub(crate) fn driver() -> Option<Driver> {
     let Some(bin) = find(&["chromedriver"]) else {
         let msg = "chromedriver not found: install Debian's chromium and chromium-driver (.ci/run does)";
         fauxpay_testkit::provider::missing_tool("the browser tests", msg);
@@ -74,7 +74,7 @@ fn driver() -> Option<Driver> {
     Some(Driver { child, port })
 }
 
-async fn browser(d: &Driver) -> Client {
+pub(crate) async fn browser(d: &Driver) -> Client {
     let mut caps = serde_json::Map::new();
     let binary = find(&["chromium", "chromium-browser", "google-chrome"]).expect("a Chromium next to chromedriver");
     caps.insert(
@@ -106,7 +106,7 @@ impl WebDriverCompatibleCommand for BrowserLog {
     }
 }
 
-async fn console_errors(c: &Client) -> Vec<String> {
+pub(crate) async fn console_errors(c: &Client) -> Vec<String> {
     let log = c.issue_cmd(BrowserLog).await.expect("the browser's log");
     log.as_array()
         .into_iter()
@@ -119,7 +119,7 @@ async fn console_errors(c: &Client) -> Vec<String> {
 /// The pages whose screenshots README and docs/ show (kept in docs/screenshots/).
 const IN_README: &[&str] = &["overview", "duplicates", "report", "checkout"];
 
-async fn shoot(c: &Client, name: &str) {
+pub(crate) async fn shoot(c: &Client, name: &str) {
     let png = c.screenshot().await.expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG"), "{name}: a PNG");
     let mut dirs = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots")];
@@ -134,7 +134,7 @@ async fn shoot(c: &Client, name: &str) {
 
 /// The text of the element `css` names, waiting for it to appear (a form's answer is a
 /// new page: the element exists once the browser has loaded it).
-async fn text(c: &Client, css: &str) -> String {
+pub(crate) async fn text(c: &Client, css: &str) -> String {
     c.wait()
         .at_most(std::time::Duration::from_secs(20))
         .for_element(Locator::Css(css))
@@ -329,7 +329,7 @@ async fn pay_on_the_page(c: &Client, url: &str, card: &str) {
 }
 
 /// Waits until the browser is at `url` (after the redirects a form's answer starts).
-async fn arrives_at(c: &Client, url: &str) {
+pub(crate) async fn arrives_at(c: &Client, url: &str) {
     let arrived = c
         .wait()
         .at_most(std::time::Duration::from_secs(20))

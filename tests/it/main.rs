@@ -20,4 +20,5 @@ mod load_rate;
 mod markdown;
 mod nemesis;
 mod report_html;
+mod storefront;
 mod support;

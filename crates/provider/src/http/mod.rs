@@ -5,7 +5,7 @@
 //! into the pipeline's [`Request`](crate::pipeline::Request), `response`
 //! writes answers and carries out the pipeline's [`Delivery`](crate::pipeline::Delivery),
 //! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the
-//! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints, `checkout` the hosted Checkout page and the customer's pay,
+//! `/__fauxpay/` API, `dashboard` the HTML pages at `/__fauxpay/`, `three_ds` the 3-D Secure page and authenticate endpoints, `checkout` the hosted Checkout page and the customer's pay, `stripe_js` the Stripe.js stand-in script,
 //! `lifecycle` the provider's life cycle (start, serve, drain, stop), and `webhook_client` the one outbound side: the
 //! client that POSTs webhook deliveries (the delivery engine in `webhooks` calls it).
 
@@ -20,5 +20,6 @@ pub mod observe;
 pub mod response;
 pub mod routes;
 pub mod server;
+pub mod stripe_js;
 pub mod three_ds;
 pub mod webhook_client;

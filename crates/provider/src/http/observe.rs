@@ -1,9 +1,11 @@
 //! The observe layer around the whole router: gives every request a `Request-Id`, times
 //! it, counts it by route (the route pattern, e.g. `/v1/payment_intents/{id}`) for
 //! `/metrics`, logs one line per request at debug level, refuses a `Host` fauxpay does
-//! not answer to (`Config::allowed_hosts`), and turns a panic in a handler into a
-//! Stripe-shaped 500 ([`panic_response`]), counted and given a Request-Id like any other
-//! answer. The panic is caught here, by hand, rather than by tower-http's
+//! not answer to (`Config::allowed_hosts`), answers CORS for the API (`/v1`, as
+//! api.stripe.com does: any origin, no credentials, so that a storefront's browser on
+//! another origin can call it with a publishable key), and turns a panic in a handler
+//! into a Stripe-shaped 500 ([`panic_response`]), counted and given a Request-Id like any
+//! other answer. The panic is caught here, by hand, rather than by tower-http's
 //! `CatchPanicLayer` on the router (as the merchant does): measured with
 //! `bench/callgrind.sh new`, the layer cost ~1,500 instructions per request (2.1%: a
 //! boxed route and a boxed body per answer), this nothing measurable.
@@ -68,6 +70,8 @@ struct Observed {
     method: Method,
     /// Only when debug logging is on.
     path: Option<String>,
+    /// The API (`/v1`): its answers carry CORS headers.
+    cors: bool,
 }
 
 impl<S, B> Service<Request<B>> for Observe<S>
@@ -85,18 +89,23 @@ where
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let request_id = RequestId::generate();
         req.extensions_mut().insert(request_id);
+        let route = self.labels.at(req.uri().path()).map_or("unmatched", |m| *m.value);
+        let cors = route.starts_with("/v1/");
         let observed = Observed {
             app: self.app.clone(),
             started: Instant::now(),
             request_id,
-            route: self.labels.at(req.uri().path()).map_or("unmatched", |m| *m.value),
+            route,
             method: req.method().clone(),
             path: tracing::enabled!(tracing::Level::DEBUG).then(|| req.uri().path().to_string()),
+            cors,
         };
         // DNS rebinding: a name fauxpay does not answer to (when it listens on loopback)
         // is refused before any route sees the request.
         let (inner, early) = match super::guard::host_allowed(&self.app.config.allowed_hosts, req.headers()) {
             false => (None, Some(Early::Misdirected)),
+            // A browser asks before a cross-origin call with an Authorization header.
+            true if cors && req.method() == Method::OPTIONS => (None, Some(Early::Preflight)),
             true => match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
                 Ok(inner) => (Some(inner), None),
                 // The router itself panicked.
@@ -126,6 +135,30 @@ fn misdirected() -> Response {
 enum Early {
     Misdirected,
     Panicked,
+    /// A CORS preflight of an API route.
+    Preflight,
+}
+
+/// The answer to a CORS preflight of an API route: any origin, the methods and headers
+/// Stripe's clients send, no credentials (the key travels in `Authorization`).
+fn preflight() -> Response {
+    let mut resp = axum::http::StatusCode::NO_CONTENT.into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        axum::http::header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE"),
+    );
+    h.insert(
+        axum::http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static(
+            "Authorization, Content-Type, Idempotency-Key, Stripe-Version, Stripe-Account, Fauxpay-Fault",
+        ),
+    );
+    h.insert(
+        axum::http::header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    resp
 }
 
 pin_project_lite::pin_project! {
@@ -151,10 +184,24 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for ObserveFuture<
             },
             None => match this.early {
                 Some(Early::Misdirected) => misdirected(),
+                Some(Early::Preflight) => preflight(),
                 _ => panic_response(),
             },
         };
         if let Some(o) = this.observed.take() {
+            if o.cors {
+                let h = resp.headers_mut();
+                h.insert(
+                    axum::http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                );
+                h.insert(
+                    axum::http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                    HeaderValue::from_static(
+                        "Request-Id, Idempotency-Key, Idempotent-Replayed, Original-Request, Stripe-Should-Retry, Retry-After",
+                    ),
+                );
+            }
             if let Ok(v) = HeaderValue::from_str(&o.request_id.as_str()) {
                 resp.headers_mut().insert(headers::REQUEST_ID.clone(), v);
             }

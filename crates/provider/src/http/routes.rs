@@ -18,7 +18,7 @@ use axum::Router;
 use super::extract::{ApiRequest, Authenticated};
 use super::observe::Observe;
 use super::response::deliver;
-use super::{admin, checkout, dashboard, three_ds};
+use super::{admin, checkout, dashboard, stripe_js, three_ds};
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::pipeline;
@@ -38,6 +38,7 @@ pub fn router(provider: AppState) -> Observe<Router> {
         .chain(dashboard::routes(provider.clone()))
         .chain(three_ds::routes())
         .chain(checkout::routes())
+        .chain(stripe_js::routes())
     {
         // Several endpoints share a path (GET and POST /v1/charges): label it once.
         let _ = labels.insert(path, path);
