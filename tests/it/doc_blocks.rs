@@ -124,6 +124,7 @@ fn run_page(page: &str, scratch: &Path) -> (Vec<Block>, Vec<(String, String)>) {
     let dir = scratch.join(page.replace('/', "-"));
     std::fs::create_dir_all(&dir).unwrap();
     let _ = std::os::unix::fs::symlink(root().join("fault-profiles"), dir.join("fault-profiles"));
+    let _ = std::os::unix::fs::symlink(root().join("examples"), dir.join("examples"));
     std::fs::write(dir.join("blocks.sh"), &script).unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_fauxpay")).parent().unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());

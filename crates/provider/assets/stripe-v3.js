@@ -4,7 +4,9 @@
  *
  * Where it talks: the origin of the URL this script was loaded from
  * (document.currentScript.src, e.g. http://127.0.0.1:12111), falling back to the page's
- * own origin. fauxpay extension: Stripe(pk, {apiBase: 'http://host:port'}) overrides it.
+ * own origin. fauxpay extensions: window.FAUXPAY_API_BASE, set before the script loads
+ * (for a test runner that serves it under js.stripe.com's URL), and
+ * Stripe(pk, {apiBase: 'http://host:port'}) override it.
  * Every call is a fetch with `Authorization: Bearer <publishable key>` and a form body
  * in Stripe's bracket notation; no Idempotency-Key is ever sent (Stripe.js sends none).
  *
@@ -32,6 +34,9 @@
   if (typeof window.Stripe === 'function' && window.Stripe.fauxpay) return;
 
   var SCRIPT_BASE = (function () {
+    // fauxpay extension: a test runner that serves this script under Stripe's own URL
+    // (https://js.stripe.com/v3/) says where fauxpay is before the page loads it.
+    if (typeof window.FAUXPAY_API_BASE === 'string') return window.FAUXPAY_API_BASE;
     try {
       var script = document.currentScript;
       if (script && script.src) return new URL(script.src, window.location.href).origin;
@@ -551,7 +556,7 @@
         var err = el._validate();
         return err ? { error: err } : {};
       },
-      update: function (opts) { Object.assign(group._options, opts); },
+      update: function (opts) { Object.assign(group._options, opts); return Promise.resolve(); },
       fetchUpdates: async function () { return {}; },
       _cardElement: function () { return group._elements.payment || group._elements.card || null; }
     };

@@ -18,6 +18,7 @@ mod properties;
 mod provider_api;
 mod setup_intents;
 mod spec_objects;
+mod stripe_js;
 mod stripe_sdk;
 mod three_ds;
 mod validation;
