@@ -74,6 +74,10 @@ pub struct MerchantArgs {
     /// The provider API key the merchant sends.
     #[arg(long, default_value = MerchantConfig::DEFAULT_API_KEY, env = "FAUXPAY_API_KEY")]
     pub api_key: String,
+    /// The publishable key the storefront's browser uses at the provider (the merchant
+    /// serves the example storefront at /: docs/stripe-js.md).
+    #[arg(long, default_value = MerchantConfig::DEFAULT_PUBLISHABLE_KEY, env = "FAUXPAY_PUBLISHABLE_KEY")]
+    pub publishable_key: String,
     /// Bound on every provider call.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub provider_timeout: Duration,

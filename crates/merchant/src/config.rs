@@ -24,6 +24,8 @@ pub struct MerchantConfig {
     pub provider_url: String,
     /// The provider API key (`sk_test_…`), sent as `Authorization: Bearer`.
     pub api_key: String,
+    /// The publishable key (`pk_test_…`) the storefront's browser uses at the provider.
+    pub publishable_key: String,
     /// Redis for the order lock (lock-only and idempotent); in memory when `None`.
     pub redis_url: Option<String>,
     /// PostgreSQL for key records and orders (idempotent); in memory when `None`.
@@ -58,6 +60,7 @@ pub struct MerchantConfig {
 
 impl MerchantConfig {
     pub const DEFAULT_API_KEY: &'static str = "sk_test_fauxpay_merchant";
+    pub const DEFAULT_PUBLISHABLE_KEY: &'static str = "pk_test_fauxpay_merchant";
 
     /// The embedded defaults for `strategy` against the provider at `provider_url`.
     pub fn new(strategy: Strategy, provider_url: impl Into<String>) -> Self {
@@ -65,6 +68,7 @@ impl MerchantConfig {
             strategy,
             provider_url: provider_url.into(),
             api_key: Self::DEFAULT_API_KEY.to_string(),
+            publishable_key: Self::DEFAULT_PUBLISHABLE_KEY.to_string(),
             redis_url: None,
             postgres_url: None,
             provider_timeout: Duration::from_secs(2),

@@ -1,4 +1,6 @@
-//! The payment provider as the merchant sees it: charge, and find the charges of an order.
+//! The payment provider as the merchant sees it: charge, find the charges of an order, and
+//! open a payment the customer's browser completes (an intent to confirm, a Checkout
+//! Session to pay).
 //!
 //! [`Gateway`] is what the strategies call; `stripe_gateway` implements it over the
 //! provider's HTTP API, and tests can substitute their own. The important part is the
@@ -63,9 +65,43 @@ impl FoundPayment {
     }
 }
 
-/// A search that did not complete.
+/// A payment the customer's browser completes, opened by the merchant's server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenPayment {
+    pub order_id: OrderId,
+    pub amount: Amount,
+    pub currency: Currency,
+    pub completion: Completion,
+}
+
+/// How the browser completes an opened payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// A payment intent it confirms with the intent's `client_secret` (Payment Element).
+    Intent,
+    /// A Checkout Session the customer pays on the provider's page, then back to
+    /// `success_url` (or `cancel_url`); `name` is the line item's.
+    Session {
+        name: String,
+        success_url: String,
+        cancel_url: String,
+    },
+}
+
+/// What the browser needs to complete an opened payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenedPayment {
+    /// The intent's or the session's id.
+    pub id: String,
+    /// An intent's `client_secret`.
+    pub client_secret: Option<String>,
+    /// A session's page.
+    pub url: Option<String>,
+}
+
+/// A search (or an opening) that did not complete.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("searching the provider failed: {0}")]
+#[error("the provider call failed: {0}")]
 pub struct GatewayError(pub String);
 
 #[async_trait]
@@ -75,4 +111,13 @@ pub trait Gateway: Send + Sync + 'static {
 
     /// The payment intents whose `metadata[order_id]` is `order` (a read: charges nothing).
     async fn find_payments(&self, order: &OrderId) -> Result<Vec<FoundPayment>, GatewayError>;
+
+    /// Opens a payment the customer's browser completes (charges nothing). A gateway that
+    /// cannot (a test's stand-in) says so.
+    async fn open_payment(&self, open: &OpenPayment) -> Result<OpenedPayment, GatewayError> {
+        Err(GatewayError(format!(
+            "this gateway cannot open a browser payment (order {})",
+            open.order_id
+        )))
+    }
 }

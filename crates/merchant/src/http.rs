@@ -1,6 +1,6 @@
-//! The merchant's HTTP surface: `POST /checkout`, `GET /orders/{id}`, `GET /health`, and
+//! The merchant's HTTP surface: `POST /checkout`, `GET /orders/{id}`, `GET /health`,
 //! `POST /webhooks/stripe` (when a webhook secret is configured; otherwise a 404 that
-//! says so).
+//! says so), and the example storefront's pages and API (`storefront`).
 //!
 //! Handlers only translate: a JSON body and an `Idempotency-Key` header into a
 //! [`CheckoutRequest`] and an [`IdempotencyKey`] (bad input is a 400 naming the
@@ -24,6 +24,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use super::checkout::{Answer, CheckoutRequest, InvalidInput, Reply};
 use super::idempotency_record::IdempotencyKey;
 use super::order::OrderId;
+use super::storefront::Storefront;
 use super::strategy::CheckoutService;
 use super::webhook_receiver::{WebhookReceiver, WebhookReply};
 
@@ -40,12 +41,15 @@ pub struct AppState {
 /// Bodies above this size are refused (413).
 const MAX_BODY: usize = 64 * 1024;
 
-pub fn router(service: Service, webhooks: Option<Arc<WebhookReceiver>>) -> Router {
+pub fn router(service: Service, webhooks: Option<Arc<WebhookReceiver>>, storefront: Option<Arc<Storefront>>) -> Router {
+    let shop = storefront.map(Storefront::router).unwrap_or_default();
     Router::new()
         .route("/checkout", post(checkout))
         .route("/orders/{id}", get(order))
         .route("/health", get(health))
         .route("/webhooks/stripe", post(webhook))
+        .with_state(AppState { service, webhooks })
+        .merge(shop)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -56,7 +60,6 @@ pub fn router(service: Service, webhooks: Option<Arc<WebhookReceiver>>) -> Route
                 "the merchant failed unexpectedly",
             )
         }))
-        .with_state(AppState { service, webhooks })
 }
 
 fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {

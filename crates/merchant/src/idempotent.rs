@@ -429,6 +429,17 @@ impl CheckoutService for Idempotent {
         answer
     }
 
+    async fn open_order(&self, req: &CheckoutRequest) -> Result<(), StoreError> {
+        let fresh = Order::new(
+            req.order_id.clone(),
+            req.amount,
+            req.currency.clone(),
+            req.payment_method.clone(),
+            self.now_ms(),
+        );
+        self.store.create_order(&fresh).await.map(|_| ())
+    }
+
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         self.store.order(id).await
     }

@@ -70,6 +70,11 @@ impl CheckoutService for LockOnly {
         pass_through(&req, outcome).into()
     }
 
+    async fn open_order(&self, req: &CheckoutRequest) -> Result<(), StoreError> {
+        self.book.open(req, self.clock.now_ms());
+        Ok(())
+    }
+
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         Ok(self.book.get(id))
     }

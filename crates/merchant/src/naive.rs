@@ -96,6 +96,11 @@ impl CheckoutService for Naive {
         pass_through(&req, outcome).into()
     }
 
+    async fn open_order(&self, req: &CheckoutRequest) -> Result<(), StoreError> {
+        self.book.open(req, self.clock.now_ms());
+        Ok(())
+    }
+
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {
         Ok(self.book.get(id))
     }

@@ -27,6 +27,7 @@ use super::postgres_store::PostgresStore;
 use super::reconciler::Reconciler;
 use super::redis_lock::RedisLock;
 use super::store::Store;
+use super::storefront::Storefront;
 use super::strategy::{CheckoutService, Strategy};
 use super::stripe_gateway::StripeGateway;
 use super::webhook_receiver::WebhookReceiver;
@@ -36,6 +37,8 @@ pub struct Merchant {
     pub service: Arc<dyn CheckoutService>,
     /// The idempotent strategy's background reconciler.
     reconciler: Option<Reconciler>,
+    /// The provider, for the storefront's browser payments.
+    gateway: Arc<dyn Gateway>,
     config: MerchantConfig,
 }
 
@@ -53,7 +56,7 @@ impl Merchant {
                 if config.redis_url.is_some() || config.postgres_url.is_some() {
                     tracing::warn!("the naive merchant uses neither Redis nor PostgreSQL; ignoring their URLs");
                 }
-                (Arc::new(Naive::new(gateway, config.clock.clone())), None)
+                (Arc::new(Naive::new(gateway.clone(), config.clock.clone())), None)
             }
             Strategy::LockOnly => {
                 if config.postgres_url.is_some() {
@@ -61,7 +64,7 @@ impl Merchant {
                 }
                 let lock = Self::lock(&config).await?;
                 (
-                    Arc::new(LockOnly::new(gateway, lock, lock_ttl, config.clock.clone())),
+                    Arc::new(LockOnly::new(gateway.clone(), lock, lock_ttl, config.clock.clone())),
                     None,
                 )
             }
@@ -79,7 +82,7 @@ impl Merchant {
                     key_ttl: config.key_ttl,
                     settle: config.effective_settle(),
                 };
-                let merchant = Idempotent::new(store, lock, gateway, config.clock.clone(), settings);
+                let merchant = Idempotent::new(store, lock, gateway.clone(), config.clock.clone(), settings);
                 let reconciler = merchant.reconciler();
                 (Arc::new(merchant), Some(reconciler))
             }
@@ -87,6 +90,7 @@ impl Merchant {
         Ok(Self {
             service,
             reconciler,
+            gateway,
             config,
         })
     }
@@ -123,7 +127,13 @@ impl Merchant {
                 self.service.clone(),
             ))
         });
-        let app = http::router(self.service, webhooks);
+        let storefront = Arc::new(Storefront::new(
+            self.service.clone(),
+            self.gateway,
+            &self.config.provider_url,
+            &self.config.publishable_key,
+        ));
+        let app = http::router(self.service, webhooks, Some(storefront));
         let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
         let _ = stop_tx.send(true);
         if let Some(task) = reconciler {

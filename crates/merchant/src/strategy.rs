@@ -85,6 +85,10 @@ pub trait CheckoutService: Send + Sync + 'static {
     /// Handles one `POST /checkout`.
     async fn checkout(&self, req: CheckoutRequest, key: Option<IdempotencyKey>) -> Answer;
 
+    /// Takes `req`'s order before the customer's browser pays for it (the storefront's
+    /// intents and sessions), so that its webhook finds it: kept as a checkout keeps it.
+    async fn open_order(&self, req: &CheckoutRequest) -> Result<(), StoreError>;
+
     /// The order row (`GET /orders/{id}`).
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError>;
 

@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
 use serde_json::Value;
 
-use super::gateway::{ChargeOutcome, ChargeRequest, FoundPayment, Gateway, GatewayError};
+use super::gateway::{
+    ChargeOutcome, ChargeRequest, Completion, FoundPayment, Gateway, GatewayError, OpenPayment, OpenedPayment,
+};
 use super::order::{OrderId, PaymentIntentId};
 use fauxpay_error_chain::error_chain;
 
@@ -117,6 +119,36 @@ impl Gateway for StripeGateway {
         }
     }
 
+    async fn open_payment(&self, open: &OpenPayment) -> Result<OpenedPayment, GatewayError> {
+        let (path, body, key) = open_request(open);
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(&self.api_key)
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header("Idempotency-Key", key)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| GatewayError(error_chain(&e)))?;
+        let status = resp.status();
+        let body = match read_capped(resp).await {
+            Ok(body) => body,
+            Err(Unread::TooLong) => return Err(GatewayError(format!("the {status} answer is too long; not read"))),
+            Err(Unread::Failed { reason, .. }) => return Err(GatewayError(reason)),
+        };
+        let body: Value = serde_json::from_slice(&body).map_err(|e| GatewayError(error_chain(&e)))?;
+        if !status.is_success() {
+            return Err(GatewayError(format!("{status}: {}", error_message(&body))));
+        }
+        let text = |field: &str| body[field].as_str().map(str::to_string);
+        Ok(OpenedPayment {
+            id: text("id").ok_or_else(|| GatewayError("the answer has no id".into()))?,
+            client_secret: text("client_secret"),
+            url: text("url"),
+        })
+    }
+
     async fn find_payments(&self, order: &OrderId) -> Result<Vec<FoundPayment>, GatewayError> {
         // Order ids are restricted to `A-Z a-z 0-9 _ . : -`, so quoting them is safe.
         let query = format!("metadata['order_id']:'{order}'");
@@ -163,6 +195,43 @@ impl Gateway for StripeGateway {
             MAX_SEARCH_PAGES * 100
         )))
     }
+}
+
+/// The call that opens `open`: its path, its form body, and its idempotency key (one
+/// order opens one payment: a retried opening gets the same one back).
+fn open_request(open: &OpenPayment) -> (&'static str, String, String) {
+    let mut form = form_urlencoded::Serializer::new(String::new());
+    let order = open.order_id.as_str();
+    let amount = open.amount.to_string();
+    let path = match &open.completion {
+        Completion::Intent => {
+            form.append_pair("amount", &amount)
+                .append_pair("currency", open.currency.as_str())
+                .append_pair("metadata[order_id]", order);
+            "/v1/payment_intents"
+        }
+        Completion::Session {
+            name,
+            success_url,
+            cancel_url,
+        } => {
+            form.append_pair("mode", "payment")
+                .append_pair("line_items[0][price_data][currency]", open.currency.as_str())
+                .append_pair("line_items[0][price_data][unit_amount]", &amount)
+                .append_pair("line_items[0][price_data][product_data][name]", name)
+                .append_pair("line_items[0][quantity]", "1")
+                .append_pair("success_url", success_url)
+                .append_pair("cancel_url", cancel_url)
+                .append_pair("metadata[order_id]", order)
+                .append_pair("payment_intent_data[metadata][order_id]", order);
+            "/v1/checkout/sessions"
+        }
+    };
+    let key = match open.completion {
+        Completion::Intent => format!("open-intent-{order}"),
+        Completion::Session { .. } => format!("open-session-{order}"),
+    };
+    (path, form.finish(), key)
 }
 
 fn found_payment(pi: &Value) -> Option<FoundPayment> {

@@ -260,7 +260,9 @@
     var frame = document.createElement('iframe');
     frame.className = 'fauxpay-3ds-frame';
     frame.title = '3-D Secure authentication';
-    frame.src = url;
+    // fauxpay's challenge page in a frame answers its buttons without sending the frame
+    // on to the merchant's return_url (this script leaves the frame when the intent moves).
+    frame.src = url + (url.indexOf('?') >= 0 ? '&' : '?') + 'frame=1';
     frame.style.cssText = 'width:500px;height:600px;max-width:95vw;max-height:95vh;border:0;' +
       'border-radius:6px;background:#fff';
     overlay.appendChild(frame);

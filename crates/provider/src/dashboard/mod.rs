@@ -424,18 +424,7 @@ pub fn outcome_text(o: Outcome) -> String {
     }
 }
 
-/// An amount in minor units with its currency, as a person reads it (`12.34 usd`;
-/// zero-decimal currencies as they are).
-pub fn money(amount: u64, currency: &str) -> String {
-    const ZERO_DECIMAL: &[&str] = &[
-        "bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf",
-    ];
-    if ZERO_DECIMAL.contains(&currency) {
-        format!("{amount} {currency}")
-    } else {
-        format!("{}.{:02} {currency}", amount / 100, amount % 100)
-    }
-}
+pub use crate::stripe::money::display as money;
 
 /// A Unix time in milliseconds as UTC `HH:MM:SS.mmm` (the dashboard's clock face).
 pub fn clock(ms: u64) -> String {

@@ -261,6 +261,7 @@ impl<'a> Replay<'a> {
             origin: c.origin.as_deref().map(Arc::from),
             key: KeyKind::of(&ApiKey::new(&c.api_key)),
             checkout_session: None,
+            clock_offset: 0,
         };
         let call = Call {
             id: &c.id,

@@ -30,6 +30,9 @@ pub struct Attempt {
     pub key: KeyKind,
     /// The Checkout Session the request pays for (set by the session's pay).
     pub checkout_session: Option<CheckoutSessionId>,
+    /// How far the provider's clock has been moved forward, in seconds (0 in recovery:
+    /// the offset is not kept across a restart).
+    pub clock_offset: u64,
 }
 
 /// Who made a request, by the kind of key it presented: the ledger says which kind made
@@ -70,6 +73,7 @@ impl Attempt {
             origin: None,
             key: KeyKind::Secret,
             checkout_session: None,
+            clock_offset: 0,
         }
     }
 }

@@ -87,7 +87,7 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
                 if events > 0 {
                     tracing::debug!(events, "events past --event-ttl purged");
                 }
-                let sessions = crate::pipeline::own::expire_due_sessions(&provider).await;
+                let sessions = crate::pipeline::own::expire_due_sessions(&provider);
                 if sessions > 0 {
                     tracing::debug!(sessions, "Checkout Sessions past expires_at expired");
                 }

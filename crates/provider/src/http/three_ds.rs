@@ -1,6 +1,8 @@
 //! 3-D Secure at the edge: `GET /__fauxpay/3ds/{id}`, the page that stands in for the
 //! card issuer's (HTML from [`page`](crate::resources::three_ds::page), served with a
 //! content security policy that allows no script and no external asset), and
+//! (`?frame=1` when a script shows it in a frame: its buttons then answer JSON rather than
+//! redirect the frame), and
 //! `POST /__fauxpay/{payment_intents|setup_intents}/{id}/authenticate`, which runs
 //! through the request pipeline like a `/v1` endpoint (faults, idempotency keys and the
 //! request log apply) and answers JSON, or, for the page's own form (`redirect=true`), a
@@ -12,7 +14,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{RawPathParams, State};
+use axum::extract::{RawPathParams, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
@@ -60,10 +62,13 @@ fn path_id(path: &RawPathParams) -> String {
     path.iter().next().map_or("", |(_, v)| v).to_owned()
 }
 
-async fn show(State(app): State<AppState>, path: RawPathParams) -> Response {
+async fn show(State(app): State<AppState>, path: RawPathParams, RawQuery(query): RawQuery) -> Response {
     let id = path_id(&path);
+    let in_frame = query
+        .as_deref()
+        .is_some_and(|q| form_urlencoded::parse(q.as_bytes()).any(|(k, v)| k == "frame" && v == "1"));
     match app.payments.three_ds_page(&id) {
-        Some(p) => html(StatusCode::OK, page::render(&p)),
+        Some(p) => html(StatusCode::OK, page::render(&page::Page { in_frame, ..p })),
         None => html(StatusCode::NOT_FOUND, page::not_found(&id)),
     }
 }

@@ -255,6 +255,7 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
         origin: req.origin.take(),
         key: KeyKind::of(&req.api_key),
         checkout_session: None,
+        clock_offset: app.clock.offset().as_secs(),
     };
     let fresh = match admission {
         Admission::Refused(e) => {

@@ -1,14 +1,15 @@
-//! The provider's own writes: changes no client asks for, run through the pipeline as
-//! a request without a key would be (logged with a data dir, so that recovery runs them
-//! again; journaled; their events published). Today: the expiry of Checkout Sessions
-//! whose `expires_at` has passed.
+//! The provider's own writes: changes no client asks for, run as the operation of an
+//! endpoint of fauxpay's own, without faults (no client is there to meet them) or
+//! idempotency, and logged with a data dir so that recovery runs them again. Today: the
+//! expiry of Checkout Sessions whose `expires_at` has passed.
 
 use std::sync::Arc;
 
-use super::{run, Delivery, Request};
 use crate::app::Provider;
+use crate::durable::commit::{execute_logged, Logged, Written};
+use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::resources::checkout_sessions::routes::LAPSE;
-use crate::resources::endpoint::PathIds;
+use crate::resources::endpoint::Call;
 use crate::state::clock::now_unix;
 use crate::stripe::ids::{ApiKey, RequestId};
 use crate::stripe::params::Params;
@@ -20,33 +21,42 @@ pub fn provider_now(app: &Provider) -> i64 {
     now_unix().saturating_add(app.clock.offset().as_secs() as i64)
 }
 
-/// Expires every open Checkout Session whose `expires_at` has passed
+/// Expires every open Checkout Session due at the provider's time
 /// (`checkout.session.expired` for each); says how many.
-pub async fn expire_due_sessions(app: &Arc<Provider>) -> usize {
+pub fn expire_due_sessions(app: &Arc<Provider>) -> usize {
     let now = provider_now(app);
-    let due = app.payments.sessions_due(now);
-    let mut expired = 0;
-    for id in due {
-        let id = id.to_string();
-        let params = match Params::from_form(format!("now={now}").as_bytes()) {
-            Ok(p) => p,
-            Err(_) => continue,
-        };
-        let request = Request {
-            request_id: RequestId::generate(),
-            api_key: ApiKey::none(),
-            verb: LAPSE.verb,
-            path: LAPSE.path.replace("{id}", &id),
-            idempotency_key: None,
-            params,
-            forced_fault: None,
-            origin: None,
-        };
-        if let Delivery::Send(answer) = run(app, request, &LAPSE, PathIds { id: &id, sub: "" }).await {
-            if answer.status == 200 {
-                expired += 1;
-            }
-        }
-    }
-    expired
+    let Ok(params) = Params::from_form(format!("now={now}").as_bytes()) else {
+        return 0;
+    };
+    let api_key = ApiKey::none();
+    app.payments
+        .sessions_due(now)
+        .into_iter()
+        .filter(|id| {
+            let id = id.to_string();
+            let request_id = RequestId::generate();
+            let attempt = Attempt {
+                key: KeyKind::CheckoutPage,
+                ..Attempt::plain(request_id, None)
+            };
+            let call = Call {
+                id: &id,
+                sub: "",
+                params: &params,
+                attempt: &attempt,
+            };
+            let written = Written {
+                request_id,
+                api_key: &api_key,
+                params: &params,
+            };
+            let path = LAPSE.path.replace("{id}", &id);
+            let logged = Logged {
+                injected_status: None,
+                counted: None,
+                fingerprint: None,
+            };
+            execute_logged(app, &written, &path, &LAPSE, &call, logged).is_ok()
+        })
+        .count()
 }

@@ -110,6 +110,23 @@ impl<V: Keyed + Clone> Table<V> {
         index.insert_unique(hash, position, rehash(&self.hasher, rows));
     }
 
+    /// Stores `value` unless an object with its key is there: whether it was stored (an
+    /// insert-if-absent under the shard's lock, for ids a client chooses).
+    pub fn insert_new(&self, value: V) -> bool {
+        let key = value.key();
+        let hash = self.hash(&key);
+        let mut shard = self.shards.lock(&key);
+        if shard.position(hash, &key).is_some() {
+            return false;
+        }
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let position = shard.rows.len() as u32;
+        shard.rows.push((seq, value));
+        let Shard { index, rows } = &mut *shard;
+        index.insert_unique(hash, position, rehash(&self.hasher, rows));
+        true
+    }
+
     /// Makes room for about `n` more objects, so that inserting them never grows the
     /// shards' rows or indexes (recovery sizes its tables from the log's length).
     pub fn reserve(&self, n: usize) {

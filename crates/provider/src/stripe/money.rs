@@ -73,6 +73,19 @@ impl serde::Serialize for Currency {
     }
 }
 
+/// An amount in minor units with its currency, as a person reads it (`12.34 usd`;
+/// zero-decimal currencies as they are).
+pub fn display(amount: u64, currency: &str) -> String {
+    const ZERO_DECIMAL: &[&str] = &[
+        "bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf",
+    ];
+    if ZERO_DECIMAL.contains(&currency) {
+        format!("{amount} {currency}")
+    } else {
+        format!("{}.{:02} {currency}", amount / 100, amount % 100)
+    }
+}
+
 /// Checks a charge amount (in `param`) against Stripe's bounds for `currency`.
 pub fn check_amount(param: &str, amount: u64, currency: Currency) -> Result<u64, ApiError> {
     if amount == 0 {

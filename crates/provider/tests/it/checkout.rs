@@ -123,6 +123,10 @@ async fn a_session_is_made_from_prices_paid_once_and_completed_after_the_intents
     );
     assert_eq!(paid["payment_intent"]["status"], "succeeded");
     assert_eq!(paid["payment_intent"]["amount"], 3998);
+    assert!(
+        paid["payment_intent"].get("metadata").is_none(),
+        "the pay needs no key: it shows the intent as a browser may see it"
+    );
     assert_eq!(paid["customer_details"]["email"], "jenny@example.com");
     assert_eq!(paid["url"], Value::Null, "no page once paid");
 
@@ -227,6 +231,14 @@ async fn a_3ds_card_waits_for_its_challenge_then_the_session_completes() {
     assert_eq!(waiting["payment_intent"]["status"], "requires_action");
     let pi = waiting["payment_intent"]["id"].as_str().unwrap().to_string();
     assert!(h.ledger("").await.is_empty());
+    // The customer left the challenge and pays again: sent back to it, nothing confirmed twice.
+    let (status, again) = pay(&h, &sid, "payment_method=pm_card_visa&email=a@b.co").await;
+    assert_eq!(
+        (status, again["payment_intent"]["status"].as_str()),
+        (200, Some("requires_action")),
+        "{again}"
+    );
+    assert_eq!(again["payment_intent"]["id"], pi.as_str());
     let (status, authed) = post(
         &h,
         &format!("/__fauxpay/payment_intents/{pi}/authenticate"),
@@ -239,6 +251,7 @@ async fn a_3ds_card_waits_for_its_challenge_then_the_session_completes() {
         (done["status"].as_str(), done["payment_status"].as_str()),
         (Some("complete"), Some("paid"))
     );
+    assert_eq!(done["customer_details"]["email"], "a@b.co", "kept from the pay");
     let ledger = h.ledger("").await;
     assert_eq!(
         (ledger.len(), ledger[0]["checkout_session"].as_str()),
@@ -433,6 +446,21 @@ async fn sessions_expire_on_request_or_when_the_providers_clock_passes_expires_a
         .unwrap();
     assert!(page.text().await.unwrap().contains("has expired"));
 
+    // Expiry cancels a payment the customer had not finished: the challenge can no longer charge.
+    let left = id(&session(&h, &price, "order-left").await);
+    let (_, waiting) = pay(&h, &left, "payment_method=pm_card_authenticationRequired&email=a@b.co").await;
+    let pi = waiting["payment_intent"]["id"].as_str().unwrap().to_string();
+    post(&h, &format!("/v1/checkout/sessions/{left}/expire"), "").await;
+    let (status, e) = post(
+        &h,
+        &format!("/__fauxpay/payment_intents/{pi}/authenticate"),
+        "outcome=succeed",
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
+    let (_, canceled) = get(&h, &format!("/v1/payment_intents/{pi}")).await;
+    assert_eq!(canceled["status"], "canceled");
+
     let soon = id(&session(&h, &price, "order-y").await);
     let moved = h
         .client
@@ -444,10 +472,22 @@ async fn sessions_expire_on_request_or_when_the_providers_clock_passes_expires_a
     assert_eq!(moved.status(), 200);
     let (_, lapsed) = get(&h, &format!("/v1/checkout/sessions/{soon}")).await;
     assert_eq!(lapsed["status"], "expired", "expired when the clock passed expires_at");
+    // A session made after the clock moved lives its own life from then on.
+    let later = id(&session(&h, &price, "order-z").await);
+    h.client
+        .post(h.url("/__fauxpay/clock"))
+        .form(&[("advance", "1s")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&h, &format!("/v1/checkout/sessions/{later}")).await.1["status"],
+        "open"
+    );
     let types = event_types(&h).await;
     assert_eq!(
         types.iter().filter(|t| *t == "checkout.session.expired").count(),
-        2,
+        3,
         "{types:?}"
     );
     assert!(h.ledger("").await.is_empty());
@@ -488,6 +528,39 @@ async fn bad_sessions_get_stripes_errors_naming_the_parameter() {
     )
     .await;
     assert_eq!(status, 200, "{hosted}");
+    // A refused create leaves nothing behind (its price_data made no price or product).
+    let count = |list: Value| list["data"].as_array().unwrap().len();
+    let (prices, products) = (
+        count(get(&h, "/v1/prices?active=false&limit=100").await.1),
+        count(get(&h, "/v1/products?limit=100").await.1),
+    );
+    let (status, _) = post(
+        &h,
+        "/v1/checkout/sessions",
+        &format!("{ok}&line_items[0][price_data][currency]=usd&line_items[0][price_data][unit_amount]=300&line_items[0][price_data][product_data][name]=x&line_items[0][quantity]=1&line_items[1][price]=price_nope&line_items[1][quantity]=1"),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, _) = post(
+        &h,
+        "/v1/prices",
+        "currency=usd&unit_amount=5&product_data[name]=y&lookup_key=k1",
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = post(
+        &h,
+        "/v1/prices",
+        "currency=usd&unit_amount=5&product_data[name]=z&lookup_key=k1",
+    )
+    .await;
+    assert_eq!(status, 400, "the lookup key is taken");
+    assert_eq!(count(get(&h, "/v1/prices?active=false&limit=100").await.1), prices);
+    assert_eq!(
+        count(get(&h, "/v1/products?limit=100").await.1),
+        products + 1,
+        "only the accepted price's product"
+    );
     let (status, e) = get(&h, "/v1/checkout/sessions/cs_test_nope").await;
     assert_eq!((status, e["error"]["code"].as_str()), (404, Some("resource_missing")));
 }

@@ -132,9 +132,19 @@ pub struct CheckoutSession {
     pub correlation_id: Option<CorrelationId>,
     /// `http://{Host}` the session was created through: where its `url` points.
     pub origin: Option<Arc<str>>,
+    /// How far the provider's clock had been moved forward (`POST /__fauxpay/clock`,
+    /// seconds) when the session was made: `expires_at` is on the wall clock, and expiry
+    /// compares the provider's time with it moved as far.
+    pub clock_offset: u64,
 }
 
 impl CheckoutSession {
+    /// Whether the session is due to expire at the provider's time `now` (the wall clock
+    /// plus how far the provider's clock has been moved forward).
+    pub fn due(&self, now: i64) -> bool {
+        self.expires_at.saturating_add(self.clock_offset as i64) <= now
+    }
+
     /// The sum of the line items.
     pub fn amount_total(&self) -> u64 {
         self.line_items

@@ -21,12 +21,7 @@ const TITLE: &str = "fauxpay test checkout";
 
 /// `amount` (smallest unit) in `currency`, as a customer reads it: `19.99 USD`, `500 JPY`.
 pub fn money(amount: u64, currency: &str) -> String {
-    let code = currency.to_ascii_uppercase();
-    if matches!(currency, "jpy" | "krw" | "huf") {
-        format!("{amount} {code}")
-    } else {
-        format!("{}.{:02} {code}", amount / 100, amount % 100)
-    }
+    crate::stripe::money::display(amount, currency).to_ascii_uppercase()
 }
 
 /// The page of a session; `error` is what the last pay was refused with (a decline).
@@ -115,5 +110,6 @@ mod tests {
         assert_eq!(money(1999, "usd"), "19.99 USD");
         assert_eq!(money(5, "eur"), "0.05 EUR");
         assert_eq!(money(500, "jpy"), "500 JPY");
+        assert_eq!(money(17500, "huf"), "175.00 HUF", "two decimals at Stripe");
     }
 }

@@ -19,10 +19,12 @@ use super::object::{CheckoutSession, IntentData, LineItem, SessionMode, SessionS
 use crate::error::ApiError;
 use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::reply::Reply;
+use crate::resources::client_secret::as_seen_by_publishable_key;
 use crate::resources::events::object::EventType;
 use crate::resources::payment_intents::object::IntentStatus;
 use crate::resources::prices::object::Price;
 use crate::resources::prices::rules::PriceTerms;
+use crate::resources::products::object::Product;
 use crate::resources::setup_intents::object::SetupStatus;
 use crate::state::clock::now_unix;
 use crate::state::payments::Payments;
@@ -49,11 +51,8 @@ fn unknown_path(raw: &str) -> ApiError {
 /// naming why (already paid, expired), stored like any executed answer.
 fn not_payable(s: &CheckoutSession) -> ApiError {
     let message = match s.status {
-        SessionStatus::Complete => "This Checkout Session has already been paid: it is complete.",
         SessionStatus::Expired => "This Checkout Session has expired and can no longer be paid.",
-        SessionStatus::Open => {
-            "This Checkout Session is waiting for the customer to authenticate the payment (3-D Secure)."
-        }
+        _ => "This Checkout Session has already been paid: it is complete.",
     };
     ApiError::invalid_request(message, None)
         .with_code("checkout_session_not_open")
@@ -69,10 +68,17 @@ fn form(pairs: &[(&str, &str)]) -> Result<Params, ApiError> {
     Params::from_form(out.finish().as_bytes())
 }
 
-/// The line items of a create, in order; prices made from `price_data` (and their
-/// products from `product_data`) are stored, as at Stripe, without events.
+/// What a create made from `price_data` (and `product_data`), stored, as at Stripe and
+/// without events, only once the whole create is accepted.
+#[derive(Default)]
+struct Inline {
+    products: Vec<Arc<Product>>,
+    prices: Vec<Arc<Price>>,
+}
+
 impl Payments {
-    fn line_items(&self, p: &Params, mode: SessionMode) -> Result<Vec<LineItem>, ApiError> {
+    /// The line items of a create, in order.
+    fn line_items(&self, p: &Params, mode: SessionMode, inline: &mut Inline) -> Result<Vec<LineItem>, ApiError> {
         let items = match p.get("line_items").map(|v| v.kind()) {
             None => return Ok(Vec::new()),
             Some(Kind::List(items)) => items,
@@ -95,12 +101,18 @@ impl Payments {
             let o = item
                 .as_object()
                 .ok_or_else(|| ApiError::invalid_param(&at, format!("Invalid object: {at} must be a hash.")))?;
-            out.push(self.line_item(&o, &at, mode)?);
+            out.push(self.line_item(&o, &at, mode, inline)?);
         }
         Ok(out)
     }
 
-    fn line_item(&self, o: &Object<'_>, at: &str, mode: SessionMode) -> Result<LineItem, ApiError> {
+    fn line_item(
+        &self,
+        o: &Object<'_>,
+        at: &str,
+        mode: SessionMode,
+        inline: &mut Inline,
+    ) -> Result<LineItem, ApiError> {
         let inner = |e: ApiError| nested(at, e);
         let price: Arc<Price> = match (
             o.opt_str("price").map_err(inner)?,
@@ -125,7 +137,7 @@ impl Payments {
                 price
             }
             (None, Some(data)) => self
-                .inline_price(&data)
+                .inline_price(&data, inline)
                 .map_err(|e| nested(&format!("{at}[price_data]"), e))?,
             (None, None) => {
                 return Err(ApiError::invalid_param(
@@ -150,9 +162,12 @@ impl Payments {
                 format!("Quantity must be between 1 and {MAX_QUANTITY}."),
             ));
         }
-        let description = self
+        let description = inline
             .products
-            .get(&price.product)
+            .iter()
+            .find(|p| p.id == price.product)
+            .cloned()
+            .or_else(|| self.products.get(&price.product))
             .map_or_else(|| price.product.to_string(), |p| p.name().to_string());
         Ok(LineItem {
             id: LineItemId::generate(),
@@ -162,8 +177,9 @@ impl Payments {
         })
     }
 
-    /// A price made for one session from `price_data` (with `product` or `product_data`).
-    fn inline_price(&self, data: &Object<'_>) -> Result<Arc<Price>, ApiError> {
+    /// A price made for one session from `price_data` (with `product` or `product_data`),
+    /// kept in `inline` until the create is accepted.
+    fn inline_price(&self, data: &Object<'_>, inline: &mut Inline) -> Result<Arc<Price>, ApiError> {
         let terms = PriceTerms::read(data)?;
         let product: ProductId = match (data.opt_str("product")?, data.opt_object("product_data")?) {
             (Some(raw), _) => self
@@ -172,27 +188,12 @@ impl Payments {
                 .id
                 .clone(),
             (None, Some(pd)) => {
-                let name = pd.req_str("name").map_err(|e| nested("product_data", e))?;
-                let now = now_unix();
-                let product = Arc::new(crate::resources::products::object::Product {
-                    id: ProductId::generate(),
-                    created: now,
-                    updated: now,
-                    active: false,
-                    text: crate::resources::products::object::ProductText {
-                        name: name.into(),
-                        description: pd.opt_str("description")?.map(Into::into),
-                        ..Default::default()
-                    },
-                    images: Box::new([]),
-                    shippable: None,
-                    metadata: metadata_in(pd.opt_object("metadata")?, "metadata")
-                        .map_err(|e| nested("product_data", e))?,
-                    default_price: None,
-                    deleted: false,
-                });
-                self.products.insert(product.clone());
-                product.id.clone()
+                let mut product = self.new_product(&pd).map_err(|e| nested("product_data", e))?;
+                product.active = false;
+                let product = Arc::new(product);
+                let id = product.id.clone();
+                inline.products.push(product);
+                id
             }
             (None, None) => {
                 return Err(ApiError::invalid_request(
@@ -204,7 +205,7 @@ impl Payments {
         let mut price = terms.price(product);
         price.active = false;
         let price = Arc::new(price);
-        self.prices.insert(price.clone());
+        inline.prices.push(price.clone());
         Ok(price)
     }
 
@@ -237,7 +238,8 @@ impl Payments {
         }
         let success_url = url_param(p, "success_url")?;
         let cancel_url = url_param(p, "cancel_url")?;
-        let line_items = self.line_items(p, mode)?;
+        let mut inline = Inline::default();
+        let line_items = self.line_items(p, mode, &mut inline)?;
         let currency = match mode {
             SessionMode::Payment => {
                 let Some(first) = line_items.first() else {
@@ -392,7 +394,14 @@ impl Payments {
             paid_email: None,
             correlation_id: attempt.correlation_id.clone().or_else(|| self.correlate.of_session(p)),
             origin: attempt.origin.clone(),
+            clock_offset: attempt.clock_offset,
         });
+        for product in inline.products {
+            self.products.insert(product);
+        }
+        for price in inline.prices {
+            self.prices.insert(price);
+        }
         self.checkout_sessions.insert(session.clone());
         Ok(Reply::CheckoutSession(session))
     }
@@ -481,7 +490,7 @@ impl Payments {
     pub fn lapse_checkout_session(&self, raw: &str, p: &Params, attempt: &Attempt) -> Result<Reply, ApiError> {
         let id = CheckoutSessionId::parse(raw).ok_or_else(|| unknown_path(raw))?;
         let now = p.opt_u64("now")?.ok_or_else(|| ApiError::missing_param("now"))? as i64;
-        self.expire_if(&id, attempt, |s| s.expires_at <= now)
+        self.expire_if(&id, attempt, |s| s.due(now))
             .unwrap_or_else(|| Err(unknown_path(raw)))
     }
 
@@ -505,6 +514,21 @@ impl Payments {
             if !due(slot) {
                 return Err(ApiError::invalid_request("This Checkout Session is not due to expire yet.", None).executed());
             }
+            // A customer can no longer complete it: its intent, if still open, is canceled
+            // (a pending 3-D Secure challenge or a browser holding its client_secret cannot
+            // charge it any more).
+            if let Some(pi) = slot.payment_intent {
+                let open = self.intents.get(&pi).is_some_and(|i| {
+                    matches!(
+                        i.status,
+                        IntentStatus::RequiresPaymentMethod | IntentStatus::RequiresConfirmation | IntentStatus::RequiresAction
+                    )
+                });
+                if open {
+                    let abandoned = form(&[("cancellation_reason", "abandoned")])?;
+                    let _ = self.cancel_intent(&pi.as_str(), &abandoned, attempt);
+                }
+            }
             let mut s = (**slot).clone();
             s.status = SessionStatus::Expired;
             *slot = Arc::new(s);
@@ -518,11 +542,11 @@ impl Payments {
         })
     }
 
-    /// The open sessions whose `expires_at` is not after `now` (for the expiry sweep).
+    /// The open sessions due to expire at the provider's time `now` (for the expiry sweep).
     pub fn sessions_due(&self, now: i64) -> Vec<CheckoutSessionId> {
         self.checkout_sessions
             .page(crate::state::table::Cursor::Start, usize::MAX - 1, |s| {
-                s.status == SessionStatus::Open && s.expires_at <= now
+                s.status == SessionStatus::Open && s.due(now)
             })
             .items
             .iter()
@@ -564,24 +588,17 @@ impl Payments {
                     return Err(not_payable(slot));
                 }
                 let mut s = (**slot).clone();
+                // Kept from the first pay, so a payment completed later (3-D Secure) has it.
+                if let Some(e) = &email {
+                    s.paid_email = Some(e.as_str().into());
+                }
                 let outcome = match s.mode {
                     SessionMode::Payment => self.pay_in_payment_mode(&mut s, method, email.as_deref(), &for_session),
                     SessionMode::Setup => self.pay_in_setup_mode(&mut s, method, &for_session),
                 };
-                let done = outcome.as_ref().is_ok_and(|&done| done);
-                if done {
-                    s.status = SessionStatus::Complete;
-                    s.paid = s.mode == SessionMode::Payment;
-                    s.paid_email = email.map(Into::into);
-                }
                 *slot = Arc::new(s);
-                if done {
-                    self.events.emit(
-                        EventType::CheckoutSessionCompleted,
-                        Reply::CheckoutSession(slot.clone()),
-                        None,
-                        &for_session,
-                    );
+                if outcome.as_ref().is_ok_and(|&done| done) {
+                    self.complete(slot, &for_session);
                 }
                 outcome.map(|_| ())
             })
@@ -590,7 +607,22 @@ impl Payments {
         self.paid_view(&id)
     }
 
-    /// The session as the customer's pay answers it: with its intent expanded.
+    /// Completes the open session in `slot` (held: its table's lock) and announces it.
+    fn complete(&self, slot: &mut Arc<CheckoutSession>, attempt: &Attempt) {
+        let mut s = (**slot).clone();
+        s.status = SessionStatus::Complete;
+        s.paid = s.mode == SessionMode::Payment;
+        *slot = Arc::new(s);
+        self.events.emit(
+            EventType::CheckoutSessionCompleted,
+            Reply::CheckoutSession(slot.clone()),
+            None,
+            attempt,
+        );
+    }
+
+    /// The session as the customer's pay answers it: with its intent expanded, as the
+    /// customer's browser may see it (the pay needs no key).
     fn paid_view(&self, id: &CheckoutSessionId) -> Result<Reply, ApiError> {
         let s = self
             .checkout_sessions
@@ -599,9 +631,11 @@ impl Payments {
         let mut json = s.to_json();
         if let Some(pi) = s.payment_intent.and_then(|pi| self.intents.get(&pi)) {
             json["payment_intent"] = pi.to_json();
+            as_seen_by_publishable_key(&mut json["payment_intent"]);
         }
         if let Some(si) = s.setup_intent.and_then(|si| self.setup_intents.get(&si)) {
             json["setup_intent"] = si.to_json();
+            as_seen_by_publishable_key(&mut json["setup_intent"]);
         }
         Ok(Reply::Json(Box::new(json)))
     }
@@ -646,6 +680,15 @@ impl Payments {
             e
         };
         let result = match s.payment_intent {
+            // The customer left a 3-D Secure challenge: the answer sends them back to it.
+            Some(pi)
+                if self
+                    .intents
+                    .get(&pi)
+                    .is_some_and(|i| i.status == IntentStatus::RequiresAction) =>
+            {
+                return Ok(false)
+            }
             Some(pi) => {
                 let params = form(&pairs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>())?;
                 self.confirm_intent_only(&pi.as_str(), &params, attempt)
@@ -769,19 +812,9 @@ impl Payments {
     pub(crate) fn complete_session_of(&self, session: Option<CheckoutSessionId>, paid: bool, attempt: &Attempt) {
         let Some(id) = session.filter(|_| paid) else { return };
         self.checkout_sessions.update(&id, |slot| {
-            if slot.status != SessionStatus::Open {
-                return;
+            if slot.status == SessionStatus::Open {
+                self.complete(slot, attempt);
             }
-            let mut s = (**slot).clone();
-            s.status = SessionStatus::Complete;
-            s.paid = s.mode == SessionMode::Payment;
-            *slot = Arc::new(s);
-            self.events.emit(
-                EventType::CheckoutSessionCompleted,
-                Reply::CheckoutSession(slot.clone()),
-                None,
-                attempt,
-            );
         });
     }
 

@@ -154,26 +154,38 @@ impl Payments {
         PriceId::parse(raw).and_then(|id| self.prices.get(&id))
     }
 
-    /// Takes `key` for `price` (no other price may hold it): with `transfer`, from the
-    /// price that holds it (announced as updated), else a 400 naming `lookup_key`.
-    fn claim_lookup_key(&self, key: &str, price: PriceId, transfer: bool, attempt: &Attempt) -> Result<(), ApiError> {
-        let holder = self
-            .prices
+    /// The price other than `price` that holds lookup key `key`.
+    fn lookup_key_holder(&self, key: &str, price: PriceId) -> Option<Arc<Price>> {
+        self.prices
             .page(crate::state::table::Cursor::Start, 1, |p| {
                 p.id != price && p.lookup_key.as_deref() == Some(key)
             })
             .items
-            .pop();
-        let Some(holder) = holder else { return Ok(()) };
-        if !transfer {
-            return Err(ApiError::invalid_param(
+            .pop()
+    }
+
+    /// Whether `price` may take `key`: free, or held by another price and `transfer`
+    /// asked for; else a 400 naming `lookup_key`.
+    fn check_lookup_key(&self, key: &str, price: PriceId, transfer: bool) -> Result<(), ApiError> {
+        match self.lookup_key_holder(key, price) {
+            Some(holder) if !transfer => Err(ApiError::invalid_param(
                 "lookup_key",
                 format!(
                     "A price ({}) already uses that lookup key. Pass transfer_lookup_key=true to move it to this price.",
                     holder.id
                 ),
-            ));
+            )),
+            _ => Ok(()),
         }
+    }
+
+    /// Takes `key` for `price` (no other price may hold it): with `transfer`, from the
+    /// price that holds it (announced as updated), else a 400 naming `lookup_key`.
+    fn claim_lookup_key(&self, key: &str, price: PriceId, transfer: bool, attempt: &Attempt) -> Result<(), ApiError> {
+        self.check_lookup_key(key, price, transfer)?;
+        let Some(holder) = self.lookup_key_holder(key, price) else {
+            return Ok(());
+        };
         self.update_announced(
             &self.prices,
             &holder.id,
@@ -195,6 +207,11 @@ impl Payments {
         let lookup_key = text_at_most(p, "lookup_key", MAX_LOOKUP_KEY)?;
         let transfer = p.opt_bool("transfer_lookup_key")?.unwrap_or(false);
         let active = p.opt_bool("active")?.unwrap_or(true);
+        // Every check before anything is made (the product of `product_data`).
+        let id = PriceId::generate();
+        if let Some(key) = lookup_key.as_deref() {
+            self.check_lookup_key(key, id, transfer)?;
+        }
         let product = match (p.opt_str("product")?, p.opt_object("product_data")?) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid_param(
@@ -216,6 +233,7 @@ impl Payments {
             }
         };
         let mut price = terms.price(product);
+        price.id = id;
         price.active = active;
         price.metadata = metadata;
         price.nickname = nickname;

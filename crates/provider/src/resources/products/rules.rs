@@ -34,6 +34,10 @@ fn unknown_path(raw: &str) -> ApiError {
     ApiError::unknown_object("product", raw, "id")
 }
 
+fn already_exists() -> ApiError {
+    ApiError::invalid_param("id", "Product already exists.").with_code("resource_already_exists")
+}
+
 /// An optional string of `o` of at most `max` characters.
 fn bounded<'a>(o: &Object<'a>, name: &str, max: usize) -> Result<Option<&'a str>, ApiError> {
     match o.opt_str(name)? {
@@ -74,8 +78,46 @@ impl Payments {
             .filter(|p| !p.deleted)
     }
 
+    /// A new product read from a hash of product parameters (`POST /v1/products`
+    /// itself, `product_data`), not stored yet; its `default_price_data` is not read here.
+    pub(crate) fn new_product(&self, o: &Object<'_>) -> Result<Product, ApiError> {
+        let id = match o.opt_str("id")? {
+            None => ProductId::generate(),
+            Some(raw) => {
+                let id = ProductId::parse(raw)
+                    .ok_or_else(|| ApiError::invalid_param("id", "A product id must be 1 to 255 characters."))?;
+                if self.products.get(&id).is_some() {
+                    return Err(already_exists());
+                }
+                id
+            }
+        };
+        let now = now_unix();
+        Ok(Product {
+            id,
+            created: now,
+            updated: now,
+            active: o.opt_bool("active")?.unwrap_or(true),
+            text: ProductText {
+                name: bounded(o, "name", MAX_NAME)?
+                    .ok_or_else(|| ApiError::missing_param("name"))?
+                    .into(),
+                description: bounded(o, "description", 40_000)?.map(Into::into),
+                statement_descriptor: bounded(o, "statement_descriptor", MAX_STATEMENT_DESCRIPTOR)?.map(Into::into),
+                unit_label: bounded(o, "unit_label", MAX_UNIT_LABEL)?.map(Into::into),
+                url: bounded(o, "url", MAX_URL)?.map(Into::into),
+            },
+            images: images(o)?.unwrap_or_default(),
+            shippable: o.opt_bool("shippable")?,
+            metadata: metadata_in(o.opt_object("metadata")?, "metadata")?,
+            default_price: None,
+            deleted: false,
+        })
+    }
+
     /// A new product from a hash of product parameters at `name` (`POST /v1/products`
-    /// itself with `name` empty, or `product_data`), stored and announced.
+    /// itself with `name` empty, or `product_data`), stored and announced, with its
+    /// default price when it has `default_price_data`.
     pub(crate) fn product_from_data(
         &self,
         o: &Object<'_>,
@@ -83,42 +125,7 @@ impl Payments {
         attempt: &Attempt,
     ) -> Result<Arc<Product>, ApiError> {
         let at = |e: ApiError| if name.is_empty() { e } else { nested(name, e) };
-        let read = || -> Result<Product, ApiError> {
-            let id = match o.opt_str("id")? {
-                None => ProductId::generate(),
-                Some(raw) => {
-                    let id = ProductId::parse(raw)
-                        .ok_or_else(|| ApiError::invalid_param("id", "A product id must be 1 to 255 characters."))?;
-                    if self.products.get(&id).is_some() {
-                        return Err(ApiError::invalid_param("id", "Product already exists.")
-                            .with_code("resource_already_exists"));
-                    }
-                    id
-                }
-            };
-            let now = now_unix();
-            Ok(Product {
-                id,
-                created: now,
-                updated: now,
-                active: o.opt_bool("active")?.unwrap_or(true),
-                text: ProductText {
-                    name: bounded(o, "name", MAX_NAME)?
-                        .ok_or_else(|| ApiError::missing_param("name"))?
-                        .into(),
-                    description: bounded(o, "description", 40_000)?.map(Into::into),
-                    statement_descriptor: bounded(o, "statement_descriptor", MAX_STATEMENT_DESCRIPTOR)?.map(Into::into),
-                    unit_label: bounded(o, "unit_label", MAX_UNIT_LABEL)?.map(Into::into),
-                    url: bounded(o, "url", MAX_URL)?.map(Into::into),
-                },
-                images: images(o)?.unwrap_or_default(),
-                shippable: o.opt_bool("shippable")?,
-                metadata: metadata_in(o.opt_object("metadata")?, "metadata")?,
-                default_price: None,
-                deleted: false,
-            })
-        };
-        let mut product = read().map_err(at)?;
+        let mut product = self.new_product(o).map_err(at)?;
         let default_terms = match o.opt_object("default_price_data").map_err(at)? {
             None => None,
             Some(d) => Some(PriceTerms::read(&d).map_err(|e| at(nested("default_price_data", e)))?),
@@ -126,7 +133,10 @@ impl Payments {
         let price = default_terms.map(|t| Arc::new(t.price(product.id.clone())));
         product.default_price = price.as_ref().map(|p| p.id);
         let product = Arc::new(product);
-        self.products.insert(product.clone());
+        // A concurrent create of the same chosen id: the first one stands.
+        if !self.products.insert_new(product.clone()) {
+            return Err(at(already_exists()));
+        }
         self.events.emit(
             EventType::ProductCreated,
             Reply::Product(product.clone()),

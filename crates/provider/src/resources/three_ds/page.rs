@@ -25,6 +25,10 @@ pub struct Page {
     pub return_url: Option<String>,
     /// Where the buttons post (`/__fauxpay/payment_intents/{id}/authenticate`, …).
     pub action: String,
+    /// Shown in a frame (the Stripe.js stand-in's modal, `?frame=1`): the buttons do not
+    /// send the frame on to the `return_url` (the script follows the intent and leaves
+    /// the frame itself), so the merchant's page is not loaded twice.
+    pub in_frame: bool,
 }
 
 pub(crate) const STYLE: &str =
@@ -88,7 +92,7 @@ pub fn render(page: &Page) -> String {
             @for (outcome, class, label) in [("succeed", "ok", "Complete authentication"), ("fail", "fail", "Fail authentication")] {
                 form method="post" action=(page.action) {
                     input type="hidden" name="outcome" value=(outcome);
-                    input type="hidden" name="redirect" value="true";
+                    input type="hidden" name="redirect" value=(if page.in_frame { "false" } else { "true" });
                     button type="submit" class=(class) { (label) }
                 }
             }
@@ -143,6 +147,7 @@ mod tests {
             metadata: vec![("order_id".into(), "<script>alert(1)</script>".into())],
             return_url: Some("https://shop.example/back?a=1&b=\"><img src=x onerror=alert(1)>".into()),
             action: "/__fauxpay/payment_intents/pi_1/authenticate".into(),
+            in_frame: false,
         }
     }
 
@@ -165,6 +170,15 @@ mod tests {
             "no scripts, no assets"
         );
         assert!(!html.contains("onerror=alert(1)>"), "{html}");
+    }
+
+    #[test]
+    fn in_a_frame_the_buttons_do_not_redirect() {
+        let html = render(&Page {
+            in_frame: true,
+            ..page()
+        });
+        assert_eq!(html.matches("name=\"redirect\" value=\"false\"").count(), 2, "{html}");
     }
 
     #[test]

@@ -43,6 +43,7 @@ impl Payments {
                     .and_then(|a| a.return_url.as_deref())
                     .map(Into::into),
                 action: format!("/__fauxpay/payment_intents/{raw}/authenticate"),
+                in_frame: false,
             });
         }
         let si = SetupIntentId::parse(raw).and_then(|id| self.setup_intents.get(&id))?;
@@ -65,6 +66,7 @@ impl Payments {
                 .and_then(|a| a.return_url.as_deref())
                 .map(Into::into),
             action: format!("/__fauxpay/setup_intents/{raw}/authenticate"),
+            in_frame: false,
         })
     }
 
