@@ -91,6 +91,8 @@ pub struct DemoOutcome {
     /// The provider, still serving its dashboard (when the demo keeps it).
     pub provider: Option<RunningProvider>,
     pub dashboard: String,
+    /// The merchants, still serving their storefronts (when the demo keeps the provider).
+    pub merchants: Vec<RunningMerchant>,
 }
 
 impl DemoOutcome {
@@ -167,6 +169,10 @@ impl DemoOutcome {
         match &self.provider {
             Some(_) => {
                 let _ = writeln!(s, "Dashboard: {} (still serving; Ctrl-C to stop)", self.dashboard);
+                let _ = writeln!(s, "Storefronts (pay in a browser; the same profile's faults apply):");
+                for m in &self.merchants {
+                    let _ = writeln!(s, "  {:<12} {}/", m.strategy.as_str(), m.url());
+                }
             }
             None => {
                 let _ = writeln!(
@@ -253,19 +259,20 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
             .map_err(|e| DemoError::Load(strategy.as_str(), e))?;
         rows.push(DemoRow { strategy, report });
     }
-    for merchant in merchants {
-        merchant.shutdown().await;
-    }
     let keep = match args.keep_serving {
         KeepServing::Yes => true,
         KeepServing::No => false,
         KeepServing::Auto => std::io::IsTerminal::is_terminal(&std::io::stdout()),
     };
-    let provider = match keep {
-        true => Some(provider),
+    let (provider, merchants) = match keep {
+        // A person can now pay in a browser at each merchant's storefront.
+        true => (Some(provider), merchants),
         false => {
+            for merchant in merchants {
+                merchant.shutdown().await;
+            }
             let _ = provider.shutdown().await;
-            None
+            (None, Vec::new())
         }
     };
     Ok(DemoOutcome {
@@ -274,6 +281,7 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
         out: args.out.clone(),
         provider,
         dashboard,
+        merchants,
     })
 }
 

@@ -5,7 +5,9 @@
 //! stand-in's modal (passed, and failed), after a decline on the same page; a double
 //! submit and a confirm whose answer is lost after the commit make one charge each, and
 //! the page says what the ledger says; a Checkout redirect pays on fauxpay's page and comes
-//! back; every paid order is fulfilled once by its verified webhook.
+//! back; every paid order is fulfilled once by its verified webhook. The reference
+//! merchants serve the same pages: under duplicated webhooks naive ships twice and
+//! idempotent once.
 //!
 //! Without chromedriver or Node the tests say so on stderr and pass, except under `CI`,
 //! where they fail.
@@ -15,7 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
-use fauxpay_faults::{Profile, Rule};
+use fauxpay_faults::{Profile, Rule, WebhookRule};
+use fauxpay_merchant::webhook::WebhookSecret;
+use fauxpay_merchant::{MerchantConfig, RunningMerchant, Strategy};
 use fauxpay_testkit::provider::{with_profile, Harness};
 use serde_json::Value;
 
@@ -107,7 +111,12 @@ async fn outcome(c: &Client) -> (String, String) {
 
 /// Opens the payment page, types `card` into the stand-in's element and submits.
 async fn pay(c: &Client, shop: &Shop, card: &str) -> String {
-    c.goto(&format!("{}/payment.html", shop.url)).await.unwrap();
+    pay_at(c, &shop.url, card).await
+}
+
+/// [`pay`] on the storefront at `base`: the order's id.
+async fn pay_at(c: &Client, base: &str, card: &str) -> String {
+    c.goto(&format!("{base}/payment.html")).await.unwrap();
     c.wait()
         .at_most(Duration::from_secs(20))
         .for_element(Locator::Css("#submit:not([disabled])"))
@@ -311,5 +320,87 @@ async fn the_storefront_sends_the_customer_to_checkout_and_back() {
     drained(&h).await;
     assert_eq!(shop.order(&order).await["fulfilled"], true);
     assert_eq!(h.ledger("").await.len(), 1);
+    c.close().await.unwrap();
+}
+
+/// The reference merchants serve the same storefront (`fauxpay merchant`): a Payment
+/// Element order and a Checkout order each, with every `payment_intent.succeeded`
+/// delivered twice: naive ships each order twice, idempotent once.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reference_merchants_sell_through_the_storefront() {
+    let Some(d) = driver() else { return };
+    let profile = Profile::builder("every-success-twice")
+        .seed(1)
+        .webhook(WebhookRule::duplicate(2).event("payment_intent.succeeded"))
+        .build()
+        .unwrap();
+    let h = Harness::start(with_profile(profile)).await;
+    let c = browser(&d).await;
+    for (strategy, shipped) in [(Strategy::Naive, 2), (Strategy::Idempotent, 1)] {
+        // The merchant's webhook endpoint at the provider, and its secret.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let endpoint: Value = h
+            .form(
+                "/v1/webhook_endpoints",
+                &format!("url={base}/webhooks/stripe&enabled_events[]=payment_intent.succeeded"),
+                None,
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        let mut config = MerchantConfig::new(strategy, h.provider.url());
+        config.webhook_secret = Some(WebhookSecret::parse(endpoint["secret"].as_str().unwrap()).unwrap());
+        let merchant = RunningMerchant::start_on(config, listener)
+            .await
+            .expect("the merchant starts");
+
+        let element = pay_at(&c, &base, "4242 4242 4242 4242").await;
+        let (kind, said) = outcome(&c).await;
+        assert_eq!(kind, "ok", "{strategy:?}: {said}");
+
+        c.goto(&base).await.unwrap();
+        c.find(Locator::Css("#checkout")).await.unwrap().click().await.unwrap();
+        let email = c
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css("#email"))
+            .await
+            .expect("fauxpay's Checkout page");
+        email.send_keys("jenny@example.com").await.unwrap();
+        c.find(Locator::Css("#card"))
+            .await
+            .unwrap()
+            .send_keys("4242 4242 4242 4242")
+            .await
+            .unwrap();
+        c.find(Locator::Css("#pay")).await.unwrap().click().await.unwrap();
+        let (kind, said) = outcome(&c).await;
+        assert_eq!(kind, "ok", "{strategy:?}: {said}");
+        let checkout = said.rsplit("order ").next().unwrap().trim_end_matches(')').to_string();
+
+        drained(&h).await;
+        for order in [&element, &checkout] {
+            let seen: Value = reqwest::get(format!("{base}/orders/{order}"))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(seen["fulfillments"], shipped, "{strategy:?} {order}: {seen}");
+            if strategy == Strategy::Idempotent {
+                assert_eq!(seen["status"], "paid", "{order}: {seen}");
+            }
+        }
+        // The next merchant's events are not this one's.
+        let gone = h
+            .delete(&format!("/v1/webhook_endpoints/{}", endpoint["id"].as_str().unwrap()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gone.status(), 200);
+        merchant.shutdown().await;
+    }
     c.close().await.unwrap();
 }
