@@ -105,8 +105,13 @@ pub fn open(
         return Ok((Provider::new(config), None));
     };
     let started = Instant::now();
+    // With --retain the live state is a window, not the history: nothing is reserved
+    // from the log's size (its history), and replay retires as the provider did.
+    let retain = config.retain;
     let app = Provider::recovering(config);
-    app.reserve(payments_in_log(dir));
+    if retain.is_none() {
+        app.reserve(payments_in_log(dir));
+    }
     let mut replay = Replay::new(&app);
     let (log_file, mut found) = file::open(dir, |_, _, payload| {
         let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
@@ -182,6 +187,20 @@ struct Replay<'a> {
     seen: std::collections::HashSet<RequestId>,
     /// Records skipped as repeats of an earlier one.
     repeats: u64,
+    /// With `--retain`: the window, and the log time at which replay next retires what
+    /// the running provider's sweep had retired by then.
+    retain: Option<Sweeps>,
+    /// With `--retain`: the request ids in `seen`, oldest first, with their times (ids
+    /// older than the window leave `seen`: a repeated frame is a recent record's).
+    seen_order: std::collections::VecDeque<(u64, RequestId)>,
+}
+
+/// Replay's stand-in for the running provider's sweep under `--retain`.
+struct Sweeps {
+    retain_ms: u64,
+    /// How often the running provider swept (the lifecycle's interval).
+    every_ms: u64,
+    next_ms: u64,
 }
 
 impl<'a> Replay<'a> {
@@ -196,7 +215,48 @@ impl<'a> Replay<'a> {
             ended: HashMap::new(),
             seen: std::collections::HashSet::new(),
             repeats: 0,
+            retain: app.config.retain.map(|retain| {
+                let every = retain
+                    .min(app.idempotency.ttl())
+                    .checked_div(2)
+                    .unwrap_or_default()
+                    .clamp(Duration::from_millis(100), Duration::from_secs(60));
+                Sweeps {
+                    retain_ms: retain.as_millis() as u64,
+                    every_ms: every.as_millis() as u64,
+                    next_ms: 0,
+                }
+            }),
+            seen_order: std::collections::VecDeque::new(),
         }
+    }
+
+    /// Under `--retain`, as the log's time passes, retires what the running provider's
+    /// sweep had retired by then, so that memory follows the live window during recovery
+    /// instead of the whole history. The cutoff trails the log by one sweep interval
+    /// more than the window: what replay keeps is then never less than what the running
+    /// provider held when it ran a record (a later request that read an object still
+    /// finds it); the sweep at start-up then retires the rest.
+    fn sweep(&mut self, at_ms: u64) {
+        let Some(s) = &mut self.retain else { return };
+        if at_ms < s.next_ms {
+            return;
+        }
+        s.next_ms = at_ms.saturating_add(s.every_ms);
+        let cutoff = at_ms.saturating_sub(s.retain_ms.saturating_add(s.every_ms));
+        let payments = &self.app.payments;
+        payments.retire_before(cutoff);
+        payments.events.forget_gone_deferred();
+        self.app.idempotency.purge_expired(self.now);
+        self.app.faults.purge_attempts(self.now, self.app.idempotency.ttl());
+        while self.seen_order.front().is_some_and(|(t, _)| *t < cutoff) {
+            if let Some((_, id)) = self.seen_order.pop_front() {
+                self.seen.remove(&id);
+            }
+        }
+        self.ended.retain(|(event, _), _| {
+            crate::stripe::ids::EventId::parse(event).is_some_and(|id| payments.events.table.get(&id).is_some())
+        });
     }
 
     fn age(&self, at_ms: u64) -> Duration {
@@ -212,8 +272,13 @@ impl<'a> Replay<'a> {
                     self.repeats += 1;
                     return Ok(());
                 }
+                let at_ms = c.at_ms;
+                if self.retain.is_some() {
+                    self.seen_order.push_back((at_ms, request_id));
+                }
                 self.commit(*c, request_id)?;
                 self.commits += 1;
+                self.sweep(at_ms);
             }
             Record::Attempt { identity, n, at_ms } => {
                 self.app.faults.restore_attempt(&identity, n, self.now, self.age(at_ms));
@@ -337,6 +402,112 @@ impl<'a> Replay<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::durable::commit::{execute_logged, Logged, Written};
+    use crate::resources::endpoint::Verb;
+    use crate::stripe::params::Params;
+
+    /// Runs `verb path` (an endpoint's pattern, `id` in its place) with `body` on `app` as
+    /// a request would at wall-clock time `at_ms`, logged: its answer.
+    fn write(app: &Arc<Provider>, at_ms: u64, verb: Verb, path: &str, id: &str, body: &str) -> serde_json::Value {
+        let endpoint = api::endpoints()
+            .find(|e| e.verb == verb && e.path == path)
+            .expect("a served endpoint");
+        let params = Params::from_form(body.as_bytes()).unwrap();
+        let request_id = RequestId::generate();
+        let attempt = Attempt::plain(request_id, None);
+        let call = Call {
+            id,
+            sub: "",
+            params: &params,
+            attempt: &attempt,
+        };
+        let key = ApiKey::new("sk_test_retain");
+        let written = Written {
+            request_id,
+            api_key: &key,
+            params: &params,
+        };
+        let logged = Logged {
+            injected_status: None,
+            counted: None,
+            fingerprint: None,
+        };
+        let concrete = path.replace("{id}", id);
+        clock::frozen(at_ms, || {
+            execute_logged(app, &written, &concrete, endpoint, &call, logged)
+        })
+        .map(|r| r.json())
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    #[test]
+    fn under_retain_replay_retires_as_it_goes_and_keeps_what_later_writes_read() {
+        let dir = std::env::temp_dir().join(format!("fauxpay-retain-replay-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = || Config {
+            retain: Some(Duration::from_secs(10)),
+            ..Config::default()
+        };
+        let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        // A minute of history, a payment a second; a customer from its start (customers
+        // are never retired), charged again at its end.
+        let base = clock::now_ms() - 120_000;
+        let customer = write(
+            &app,
+            base,
+            Verb::Post,
+            "/v1/customers",
+            "",
+            "email=a@b.co&payment_method=pm_card_visa",
+        );
+        let card = app
+            .payments
+            .payment_methods
+            .page(crate::state::table::Cursor::Start, 1, |_| true)
+            .items[0]
+            .id
+            .to_string();
+        for i in 0..60u64 {
+            write(
+                &app,
+                base + i * 1000,
+                Verb::Post,
+                "/v1/payment_intents",
+                "",
+                &format!("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o{i}"),
+            );
+        }
+        let cus = customer["id"].as_str().unwrap();
+        let late = write(
+            &app,
+            base + 60_000,
+            Verb::Post,
+            "/v1/payment_intents",
+            "",
+            &format!("amount=700&currency=usd&confirm=true&customer={cus}&payment_method={card}"),
+        );
+        assert_eq!(late["status"], "succeeded");
+        app.durable().unwrap().close();
+        drop(app);
+
+        let (again, summary) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        let summary = summary.unwrap();
+        assert_eq!(
+            (summary.commits, summary.diverged),
+            (62, 0),
+            "{:?}",
+            summary.first_divergence
+        );
+        // What the running provider's sweep had retired is gone already (the window and
+        // one sweep interval trail the log's last minute), the customer stays.
+        let intents = again.payments.intents.len();
+        assert!((10..=20).contains(&intents), "{intents} intents kept of 61");
+        assert!(again.payments.live_customer(cus).is_some());
+        assert!(again.payments.ledger.records(&Default::default()).len() <= 20);
+        again.durable().unwrap().close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_sparse_tail_reserves_nothing() {

@@ -87,6 +87,15 @@ impl Events {
         std::mem::take(&mut *self.deferred.lock())
     }
 
+    /// Drops the events kept back whose event is gone (retired by `--retain` while the
+    /// state is recovered); says how many.
+    pub fn forget_gone_deferred(&self) -> usize {
+        let mut deferred = self.deferred.lock();
+        let before = deferred.len();
+        deferred.retain(|(event, _)| self.table.get(&event.id).is_some());
+        before - deferred.len()
+    }
+
     /// The webhook endpoints events are delivered to (replaced whenever one changes).
     pub fn set_endpoints(&self, endpoints: Vec<Arc<WebhookEndpoint>>) {
         *self.endpoints.write() = Arc::from(endpoints);
