@@ -73,6 +73,20 @@ fn bad_flags_exit_2_with_a_clear_message() {
         ),
         (&["serve", "--webhook-retries", "1s,soon"][..], "webhook-retries"),
         (&["serve", "--event-ttl", "0s"][..], "event-ttl"),
+        // goose's thresholds would stop a run before reconciliation: refused, before any
+        // target is reached.
+        (
+            &[
+                "load",
+                "--target",
+                "http://127.0.0.1:9",
+                "--provider",
+                "http://127.0.0.1:9",
+                "--threshold",
+                "p95<1ms",
+            ][..],
+            "--threshold: expected no goose threshold",
+        ),
     ] {
         let out = fauxpay().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");

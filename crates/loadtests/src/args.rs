@@ -112,8 +112,8 @@ pub struct LoadArgs {
     #[arg(long, requires = "rate", help_heading = "gates")]
     pub max_dropped: Option<u64>,
     /// Show goose's own console output (its launch lines and metrics tables); otherwise
-    /// it goes to OUT/goose-stdout.log. goose's telnet and WebSocket controllers start
-    /// only when their --telnet-*/--websocket-* flags are given.
+    /// it goes to OUT/goose-stdout.log. goose's telnet controller starts only when its
+    /// --telnet-* flags are given, its WebSocket controller only with --websocket.
     #[arg(long, help_heading = "fauxpay")]
     pub goose_output: bool,
     /// Gate: most orders the target fulfilled more than once (default 0 when the template

@@ -76,6 +76,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         }
     }
     let mut goose_config = args.goose.clone();
+    refuse_goose_thresholds(&goose_config)?;
     goose_config.host = Some(target.clone());
     let open = open_model(&args, &mut goose_config, seed)?;
     launch_all_at_once(&mut goose_config);
@@ -83,12 +84,11 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         goose_config.iterations = Some(DEFAULT_ITERATIONS);
     }
     goose_config.no_print_metrics = true;
-    // goose's controllers grab ports (5116, 5117): only when asked for.
+    // goose's telnet controller grabs a port (5116): only when asked for. Its WebSocket
+    // controller is off unless `--websocket` is given (goose 0.19; setting its deprecated
+    // `no_websocket` logged a warning on every run and made `--websocket` alone exit 2).
     if goose_config.telnet_host.is_none() && goose_config.telnet_port.is_none() {
         goose_config.no_telnet = true;
-    }
-    if goose_config.websocket_host.is_none() && goose_config.websocket_port.is_none() {
-        goose_config.no_websocket = true;
     }
     std::fs::create_dir_all(&args.out).map_err(|e| LoadError::io(&args.out, e))?;
     if goose_config.report_file.is_empty() {
@@ -377,6 +377,25 @@ struct OpenModel {
 
 /// With `--rate`: the schedule, and goose set to run every user once, all started before
 /// the first checkout, with the schedule (not goose) deciding when the run ends.
+/// goose's own `--threshold` rules stop a run the moment one fails, before fauxpay has
+/// reconciled anything: the run would exit without its report or its anomaly counts. They
+/// are refused, naming fauxpay's gates, which judge the whole run after reconciliation.
+fn refuse_goose_thresholds(goose: &GooseConfiguration) -> Result<(), ConfigError> {
+    let flag = if !goose.threshold.is_empty() {
+        "--threshold"
+    } else if goose.no_threshold_abort {
+        "--no-threshold-abort"
+    } else if goose.threshold_abort_delay.is_some() {
+        "--threshold-abort-delay"
+    } else {
+        return Ok(());
+    };
+    Err(ConfigError::flag(
+        flag,
+        "no goose threshold: a failing one would stop the run before reconciliation. Gate with fauxpay's own instead (--max-p99, --max-double-charges, --max-lost, --max-phantom, --max-unresolved, --max-dropped, …: `fauxpay load --help`, \"gates\")",
+    ))
+}
+
 fn open_model(args: &LoadArgs, goose: &mut GooseConfiguration, seed: u64) -> Result<Option<OpenModel>, ConfigError> {
     let Some(asked) = args.rate else {
         return Ok(None);
