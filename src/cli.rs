@@ -78,6 +78,11 @@ pub struct MerchantArgs {
     /// serves the example storefront at /: docs/stripe-js.md).
     #[arg(long, default_value = MerchantConfig::DEFAULT_PUBLISHABLE_KEY, env = "FAUXPAY_PUBLISHABLE_KEY")]
     pub publishable_key: String,
+    /// The provider's URL as a customer's browser reaches it, for the storefront
+    /// (default: --provider; set it when the merchant reaches the provider by a name a
+    /// browser cannot, such as docker-compose's http://provider:12111).
+    #[arg(long, env = "FAUXPAY_PUBLIC_PROVIDER")]
+    pub public_provider: Option<String>,
     /// Bound on every provider call.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub provider_timeout: Duration,

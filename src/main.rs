@@ -140,6 +140,7 @@ fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
     config.pg_schema = args.pg_schema;
     config.api_key = args.api_key;
     config.publishable_key = args.publishable_key;
+    config.public_provider_url = args.public_provider;
     config.provider_timeout = args.provider_timeout;
     config.reconcile_interval = args.reconcile_interval;
     config.webhook_secret = args.webhook_secret;

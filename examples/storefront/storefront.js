@@ -25,13 +25,21 @@ window.storefront = (function () {
 
   async function post(path) {
     const resp = await fetch(path, { method: "POST" });
-    if (!resp.ok) throw new Error(`${path}: ${resp.status}`);
+    if (!resp.ok) {
+      const body = await resp.json().catch(() => ({}));
+      throw new Error(body.message || `${path}: ${resp.status}`);
+    }
     return resp.json();
   }
 
   /** Payment Element: the server makes the intent, the browser confirms it. */
   async function paymentPage() {
-    const [stripe, { order, clientSecret }] = await Promise.all([loadStripe(), post("/api/payment-intents")]);
+    let stripe, order, clientSecret;
+    try {
+      [stripe, { order, clientSecret }] = await Promise.all([loadStripe(), post("/api/payment-intents")]);
+    } catch (e) {
+      return say(`The shop could not start the payment: ${e.message}. Reload to try again.`, "error");
+    }
     document.getElementById("order").textContent = order;
     const elements = stripe.elements({ clientSecret });
     const payment = elements.create("payment");
@@ -65,7 +73,14 @@ window.storefront = (function () {
   function checkoutButton(button) {
     button.addEventListener("click", async () => {
       button.disabled = true;
-      const [stripe, session] = await Promise.all([loadStripe(), post("/api/checkout-sessions")]);
+      let stripe, session;
+      try {
+        [stripe, session] = await Promise.all([loadStripe(), post("/api/checkout-sessions")]);
+      } catch (e) {
+        say(`The shop could not start the payment: ${e.message}`, "error");
+        button.disabled = false;
+        return;
+      }
       const { error } = await stripe.redirectToCheckout({ sessionId: session.id });
       if (error) {
         say(error.message, "error");

@@ -26,6 +26,9 @@ pub struct MerchantConfig {
     pub api_key: String,
     /// The publishable key (`pk_test_…`) the storefront's browser uses at the provider.
     pub publishable_key: String,
+    /// The provider's URL as a browser reaches it, for the storefront (default: the
+    /// merchant's own `provider_url`; differs behind docker-compose's service names).
+    pub public_provider_url: Option<String>,
     /// Redis for the order lock (lock-only and idempotent); in memory when `None`.
     pub redis_url: Option<String>,
     /// PostgreSQL for key records and orders (idempotent); in memory when `None`.
@@ -69,6 +72,7 @@ impl MerchantConfig {
             provider_url: provider_url.into(),
             api_key: Self::DEFAULT_API_KEY.to_string(),
             publishable_key: Self::DEFAULT_PUBLISHABLE_KEY.to_string(),
+            public_provider_url: None,
             redis_url: None,
             postgres_url: None,
             provider_timeout: Duration::from_secs(2),

@@ -2,7 +2,8 @@
 //! open a payment the customer's browser completes (an intent to confirm, a Checkout
 //! Session to pay).
 //!
-//! [`Gateway`] is what the strategies call; `stripe_gateway` implements it over the
+//! [`Gateway`] is what the strategies (and the storefront, to open a browser's payment)
+//! call; `stripe_gateway` implements it over the
 //! provider's HTTP API, and tests can substitute their own. The important part is the
 //! classification of a charge's outcome ([`ChargeOutcome`]): a success or a decline is
 //! definite; a refused request, a 429 or a refused connection definitely charged nothing;

@@ -130,7 +130,10 @@ impl Merchant {
         let storefront = Arc::new(Storefront::new(
             self.service.clone(),
             self.gateway,
-            &self.config.provider_url,
+            self.config
+                .public_provider_url
+                .as_deref()
+                .unwrap_or(&self.config.provider_url),
             &self.config.publishable_key,
         ));
         let app = http::router(self.service, webhooks, Some(storefront));

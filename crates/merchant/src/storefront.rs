@@ -66,9 +66,13 @@ pub struct Storefront {
     config_js: String,
 }
 
+/// How many times an opening is tried when the provider's answer is lost or a 5xx (with
+/// the same idempotency key: one order still opens one payment).
+const OPEN_TRIES: u32 = 3;
+
 impl Storefront {
     /// A storefront over `service`, opening payments through `gateway`; the browser reaches
-    /// the provider at `provider_url` with `publishable_key`.
+    /// the provider at `provider_url` (as the browser sees it) with `publishable_key`.
     pub fn new(
         service: Arc<dyn CheckoutService>,
         gateway: Arc<dyn Gateway>,
@@ -113,10 +117,14 @@ impl Storefront {
             currency: Currency::parse(CURRENCY).map_err(|e| failed(&e.to_string()))?,
             payment_method: PaymentMethod::parse("browser").map_err(|e| failed(&e.to_string()))?,
         };
-        self.service
-            .open_order(&req)
-            .await
-            .map_err(|e| failed(&format!("the order could not be stored: {e}")))?;
+        self.service.open_order(&req).await.map_err(|e| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::RETRY_AFTER, HeaderValue::from(1u64))],
+                Json(json!({"error": "store_unavailable", "message": e.to_string()})),
+            )
+                .into_response()
+        })?;
         Ok(order_id)
     }
 
@@ -131,10 +139,14 @@ impl Storefront {
             currency: Currency::parse(CURRENCY).map_err(|e| failed(&e.to_string()))?,
             completion,
         };
-        self.gateway
-            .open_payment(&open)
-            .await
-            .map_err(|e| failed(&e.to_string()))
+        let mut last = None;
+        for _ in 0..OPEN_TRIES {
+            match self.gateway.open_payment(&open).await {
+                Ok(opened) => return Ok(opened),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(failed(&last.map(|e| e.to_string()).unwrap_or_default()))
     }
 }
 

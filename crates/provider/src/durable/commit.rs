@@ -81,6 +81,22 @@ pub fn execute_logged(
     result
 }
 
+/// `--retain`'s sweep: retires what was created before `cutoff_ms` and, with a data dir,
+/// logs the cutoff at this point of the log (in order with the writes), so that recovery
+/// retires the same at the same point. Says how many objects and records left.
+pub fn retire_logged(app: &Provider, cutoff_ms: u64) -> usize {
+    let Some(log) = app.durable() else {
+        return app.payments.retire_before(cutoff_ms);
+    };
+    let _order = log.commit_lock();
+    let retired = app.payments.retire_before(cutoff_ms);
+    // Nothing retired: the same state retires nothing when replayed either.
+    if retired > 0 {
+        log.append(&DataRecord::Retired { cutoff_ms });
+    }
+    retired
+}
+
 /// What a write's record says beside the request itself.
 pub struct Logged<'c, 'l> {
     /// A 5xx a fault puts in place of the answer after the commit.

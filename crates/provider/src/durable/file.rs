@@ -19,8 +19,10 @@ use std::path::{Path, PathBuf};
 
 /// The log file's name in the data dir.
 pub const LOG_FILE: &str = "fauxpay.log";
-/// The schema this fauxpay writes and reads; a newer one is refused.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema this fauxpay writes and reads; a newer one is refused. Version 2 added the
+/// `retired` record; a version 1 log is read as it is and marked 2 when opened (so that
+/// an older fauxpay refuses it rather than read a record it does not know).
+pub const SCHEMA_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"FAUXPAYL";
 const HEADER_LEN: u64 = 12;
 /// A frame longer than this is not one fauxpay wrote (a request body is at most 1 MiB).
@@ -167,6 +169,11 @@ pub fn open(
         });
     }
     drop(reader);
+    if version < SCHEMA_VERSION {
+        file.seek(SeekFrom::Start(8)).map_err(io(dir))?;
+        file.write_all(&SCHEMA_VERSION.to_le_bytes()).map_err(io(dir))?;
+        file.sync_data().map_err(io(dir))?;
+    }
     let mut offset = HEADER_LEN;
     let mut frames = Frames::new(&file, len);
     while offset < len {
@@ -590,7 +597,24 @@ mod tests {
         newer.extend_from_slice(&(SCHEMA_VERSION + 1).to_le_bytes());
         std::fs::write(d.join(LOG_FILE), &newer).unwrap();
         let e = read_all(&d).unwrap_err().to_string();
-        assert!(e.contains("newer fauxpay (schema 2"), "{e}");
+        assert!(
+            e.contains(&format!("newer fauxpay (schema {}", SCHEMA_VERSION + 1)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_version_1_log_is_read_and_marked_with_this_schema() {
+        let d = std::env::temp_dir().join(format!("fauxpay-file-v1-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let mut v1 = MAGIC.to_vec();
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        std::fs::write(d.join(LOG_FILE), &v1).unwrap();
+        read_all(&d).unwrap();
+        let header = std::fs::read(d.join(LOG_FILE)).unwrap();
+        assert_eq!(header[8..12], SCHEMA_VERSION.to_le_bytes());
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     proptest::proptest! {

@@ -23,6 +23,10 @@ pub enum Record {
     Reset,
     /// A webhook delivery ended for good: acknowledged (`ok`) or out of retries.
     Delivered { event: String, url: String, ok: bool },
+    /// `--retain`'s sweep retired what was created before `cutoff_ms` (Unix ms): recovery
+    /// retires the same at the same point of the log, so that memory follows the live
+    /// window while the history is replayed and the state is the one the provider had.
+    Retired { cutoff_ms: u64 },
 }
 
 /// A write request that ran its operation: enough to run it again on the same state
@@ -188,6 +192,9 @@ mod tests {
                 event: "evt_1".into(),
                 url: "http://127.0.0.1:1/hook".into(),
                 ok: true,
+            },
+            Record::Retired {
+                cutoff_ms: 1_700_000_000_000,
             },
         ];
         // A path with two ids (a refund updated under its charge).

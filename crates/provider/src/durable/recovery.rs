@@ -22,7 +22,9 @@ use crate::idempotency::Fingerprint;
 use crate::pipeline::execute::{execute_validated, status_of};
 use crate::resources as api;
 use crate::resources::endpoint::{Call, Endpoint, Verb};
-use crate::resources::events::store::Publisher;
+use crate::resources::events::object::Event;
+use crate::resources::events::store::{Deferred, Publisher};
+use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock;
 use crate::stripe::cards::Decline;
 use crate::stripe::ids::{self, ApiKey, CorrelationId, RequestId};
@@ -187,20 +189,12 @@ struct Replay<'a> {
     seen: std::collections::HashSet<RequestId>,
     /// Records skipped as repeats of an earlier one.
     repeats: u64,
-    /// With `--retain`: the window, and the log time at which replay next retires what
-    /// the running provider's sweep had retired by then.
-    retain: Option<Sweeps>,
     /// With `--retain`: the request ids in `seen`, oldest first, with their times (ids
-    /// older than the window leave `seen`: a repeated frame is a recent record's).
-    seen_order: std::collections::VecDeque<(u64, RequestId)>,
-}
-
-/// Replay's stand-in for the running provider's sweep under `--retain`.
-struct Sweeps {
-    retain_ms: u64,
-    /// How often the running provider swept (the lifecycle's interval).
-    every_ms: u64,
-    next_ms: u64,
+    /// older than a retired cutoff leave `seen`: a repeated frame follows its original).
+    seen_order: Option<std::collections::VecDeque<(u64, RequestId)>>,
+    /// Events a `retired` record removed while deliveries of theirs were still pending:
+    /// the running provider kept delivering them, so recovery resumes them too.
+    orphans: Vec<Deferred>,
 }
 
 impl<'a> Replay<'a> {
@@ -215,52 +209,52 @@ impl<'a> Replay<'a> {
             ended: HashMap::new(),
             seen: std::collections::HashSet::new(),
             repeats: 0,
-            retain: app.config.retain.map(|retain| {
-                let every = retain
-                    .min(app.idempotency.ttl())
-                    .checked_div(2)
-                    .unwrap_or_default()
-                    .clamp(Duration::from_millis(100), Duration::from_secs(60));
-                Sweeps {
-                    retain_ms: retain.as_millis() as u64,
-                    every_ms: every.as_millis() as u64,
-                    next_ms: 0,
-                }
-            }),
-            seen_order: std::collections::VecDeque::new(),
+            seen_order: app.config.retain.map(|_| std::collections::VecDeque::new()),
+            orphans: Vec::new(),
         }
-    }
-
-    /// Under `--retain`, as the log's time passes, retires what the running provider's
-    /// sweep had retired by then, so that memory follows the live window during recovery
-    /// instead of the whole history. The cutoff trails the log by one sweep interval
-    /// more than the window: what replay keeps is then never less than what the running
-    /// provider held when it ran a record (a later request that read an object still
-    /// finds it); the sweep at start-up then retires the rest.
-    fn sweep(&mut self, at_ms: u64) {
-        let Some(s) = &mut self.retain else { return };
-        if at_ms < s.next_ms {
-            return;
-        }
-        s.next_ms = at_ms.saturating_add(s.every_ms);
-        let cutoff = at_ms.saturating_sub(s.retain_ms.saturating_add(s.every_ms));
-        let payments = &self.app.payments;
-        payments.retire_before(cutoff);
-        payments.events.forget_gone_deferred();
-        self.app.idempotency.purge_expired(self.now);
-        self.app.faults.purge_attempts(self.now, self.app.idempotency.ttl());
-        while self.seen_order.front().is_some_and(|(t, _)| *t < cutoff) {
-            if let Some((_, id)) = self.seen_order.pop_front() {
-                self.seen.remove(&id);
-            }
-        }
-        self.ended.retain(|(event, _), _| {
-            crate::stripe::ids::EventId::parse(event).is_some_and(|id| payments.events.table.get(&id).is_some())
-        });
     }
 
     fn age(&self, at_ms: u64) -> Duration {
         Duration::from_millis(self.now_ms.saturating_sub(at_ms))
+    }
+
+    /// A `retired` record: retires what the running provider's `--retain` sweep retired
+    /// at this point of the log (so that memory follows the live window while the
+    /// history is replayed), keeping aside the retired events whose deliveries were still
+    /// pending, and forgetting what only the retired objects needed.
+    fn retire(&mut self, cutoff_ms: u64) {
+        let payments = &self.app.payments;
+        payments.retire_before(cutoff_ms);
+        self.app.faults.purge_attempts(self.now, self.app.idempotency.ttl());
+        let ended = &self.ended;
+        let pending_of = |event: &Event, endpoints: Vec<Arc<WebhookEndpoint>>| -> Vec<Arc<WebhookEndpoint>> {
+            endpoints
+                .into_iter()
+                .filter(|e| !ended.contains_key(&(event.id.to_string(), e.url.to_string())))
+                .collect()
+        };
+        let mut orphans: Vec<Deferred> = std::mem::take(&mut self.orphans)
+            .into_iter()
+            .chain(payments.events.take_gone_deferred())
+            .filter_map(|(event, endpoints)| {
+                let pending = pending_of(&event, endpoints);
+                (!pending.is_empty()).then_some((event, pending))
+            })
+            .collect();
+        orphans.shrink_to_fit();
+        let orphaned: std::collections::HashSet<String> = orphans.iter().map(|(e, _)| e.id.to_string()).collect();
+        self.orphans = orphans;
+        self.ended.retain(|(event, _), _| {
+            orphaned.contains(event)
+                || crate::stripe::ids::EventId::parse(event).is_some_and(|id| payments.events.table.get(&id).is_some())
+        });
+        if let Some(order) = &mut self.seen_order {
+            while order.front().is_some_and(|(t, _)| *t < cutoff_ms) {
+                if let Some((_, id)) = order.pop_front() {
+                    self.seen.remove(&id);
+                }
+            }
+        }
     }
 
     fn apply(&mut self, record: Record) -> Result<(), String> {
@@ -272,13 +266,11 @@ impl<'a> Replay<'a> {
                     self.repeats += 1;
                     return Ok(());
                 }
-                let at_ms = c.at_ms;
-                if self.retain.is_some() {
-                    self.seen_order.push_back((at_ms, request_id));
+                if let Some(order) = &mut self.seen_order {
+                    order.push_back((c.at_ms, request_id));
                 }
                 self.commit(*c, request_id)?;
                 self.commits += 1;
-                self.sweep(at_ms);
             }
             Record::Attempt { identity, n, at_ms } => {
                 self.app.faults.restore_attempt(&identity, n, self.now, self.age(at_ms));
@@ -288,7 +280,11 @@ impl<'a> Replay<'a> {
                     .map_err(|e| format!("its fault profile no longer parses: {}", e.lines().join("; ")))?;
                 self.app.swap_profile(profile, source);
             }
-            Record::Reset => self.app.reset(),
+            Record::Reset => {
+                self.app.reset();
+                self.orphans.clear();
+            }
+            Record::Retired { cutoff_ms } => self.retire(cutoff_ms),
             Record::Delivered { event, url, ok } => {
                 self.ended.insert((event, url), ok);
             }
@@ -376,11 +372,14 @@ impl<'a> Replay<'a> {
         let deferred = events.take_deferred();
         events.set_publisher(self.app.webhooks.clone());
         let mut resumed = 0;
-        for (event, endpoints) in deferred {
+        // Retired by `--retain` with deliveries pending: the running provider was still
+        // delivering them.
+        let orphans = self.orphans.iter().map(|(e, ends)| (e.clone(), ends.clone()));
+        let kept = deferred.into_iter().filter(|(event, _)| {
             // Gone since (a reset, or past the event TTL): nothing to deliver.
-            if events.table.get(&event.id).is_none() {
-                continue;
-            }
+            events.table.get(&event.id).is_some()
+        });
+        for (event, endpoints) in orphans.chain(kept) {
             let mut pending = Vec::new();
             for endpoint in endpoints {
                 let key = (event.id.to_string(), endpoint.url.to_string());
@@ -441,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn under_retain_replay_retires_as_it_goes_and_keeps_what_later_writes_read() {
+    fn under_retain_replay_retires_where_the_provider_did_and_ends_in_its_state() {
         let dir = std::env::temp_dir().join(format!("fauxpay-retain-replay-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -450,8 +449,8 @@ mod tests {
             ..Config::default()
         };
         let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
-        // A minute of history, a payment a second; a customer from its start (customers
-        // are never retired), charged again at its end.
+        // A minute of history, a payment a second, the sweep every 5 s; a customer from its
+        // start (customers are never retired), charged again at its end.
         let base = clock::now_ms() - 120_000;
         let customer = write(
             &app,
@@ -468,16 +467,22 @@ mod tests {
             .items[0]
             .id
             .to_string();
+        let mut retired = 0;
         for i in 0..60u64 {
+            let at = base + i * 1000;
             write(
                 &app,
-                base + i * 1000,
+                at,
                 Verb::Post,
                 "/v1/payment_intents",
                 "",
                 &format!("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o{i}"),
             );
+            if i % 5 == 4 {
+                retired += crate::durable::commit::retire_logged(&app, at.saturating_sub(10_000));
+            }
         }
+        assert!(retired > 0);
         let cus = customer["id"].as_str().unwrap();
         let late = write(
             &app,
@@ -488,6 +493,12 @@ mod tests {
             &format!("amount=700&currency=usd&confirm=true&customer={cus}&payment_method={card}"),
         );
         assert_eq!(late["status"], "succeeded");
+        let live = (
+            app.payments.intents.len(),
+            app.payments.charges.len(),
+            app.payments.events.table.len(),
+            app.payments.ledger.records(&Default::default()).len(),
+        );
         app.durable().unwrap().close();
         drop(app);
 
@@ -499,13 +510,22 @@ mod tests {
             "{:?}",
             summary.first_divergence
         );
-        // What the running provider's sweep had retired is gone already (the window and
-        // one sweep interval trail the log's last minute), the customer stays.
-        let intents = again.payments.intents.len();
-        assert!((10..=20).contains(&intents), "{intents} intents kept of 61");
+        let recovered = (
+            again.payments.intents.len(),
+            again.payments.charges.len(),
+            again.payments.events.table.len(),
+            again.payments.ledger.records(&Default::default()).len(),
+        );
+        assert_eq!(recovered, live, "the state the provider had, not the history");
+        assert!(live.0 < 20, "{live:?}");
         assert!(again.payments.live_customer(cus).is_some());
-        assert!(again.payments.ledger.records(&Default::default()).len() <= 20);
         again.durable().unwrap().close();
+        drop(again);
+
+        // Recovered without --retain, the log retires where the provider did all the same.
+        let (plain, _) = open(Config::default(), Some(&dir), Fsync::Never).unwrap();
+        assert_eq!(plain.payments.intents.len(), live.0);
+        plain.durable().unwrap().close();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

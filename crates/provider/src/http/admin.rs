@@ -260,6 +260,10 @@ async fn advance_clock(State(app): State<AppState>, req: ApiRequest) -> Response
     // What the new time makes due happens before the answer: a test that crosses a
     // Checkout Session's `expires_at` sees it expired at once.
     crate::pipeline::own::expire_due_sessions(&app);
+    // …and durable before the answer, as any write's.
+    if let Some(log) = app.durable() {
+        let _ = log.durable(log.appended()).await;
+    }
     Json(json!({"offset": humantime::format_duration(app.clock.offset()).to_string()})).into_response()
 }
 

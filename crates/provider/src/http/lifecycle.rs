@@ -93,7 +93,7 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
                 }
                 if let Some(retain) = retain {
                     let cutoff = crate::state::clock::now_ms().saturating_sub(retain.as_millis() as u64);
-                    let retired = provider.payments.retire_before(cutoff);
+                    let retired = crate::durable::commit::retire_logged(&provider, cutoff);
                     if retired > 0 {
                         tracing::debug!(retired, "objects and ledger records older than --retain left memory");
                     }

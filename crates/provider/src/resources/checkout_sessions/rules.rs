@@ -190,6 +190,7 @@ impl Payments {
             (None, Some(pd)) => {
                 let mut product = self.new_product(&pd).map_err(|e| nested("product_data", e))?;
                 product.active = false;
+                product.inline = true;
                 let product = Arc::new(product);
                 let id = product.id.clone();
                 inline.products.push(product);
@@ -204,6 +205,7 @@ impl Payments {
         };
         let mut price = terms.price(product);
         price.active = false;
+        price.inline = true;
         let price = Arc::new(price);
         inline.prices.push(price.clone());
         Ok(price)

@@ -87,13 +87,15 @@ impl Events {
         std::mem::take(&mut *self.deferred.lock())
     }
 
-    /// Drops the events kept back whose event is gone (retired by `--retain` while the
-    /// state is recovered); says how many.
-    pub fn forget_gone_deferred(&self) -> usize {
+    /// Takes out the events kept back whose event is gone (retired by `--retain` while the
+    /// state is recovered): recovery keeps aside those with deliveries still pending.
+    pub fn take_gone_deferred(&self) -> Vec<Deferred> {
         let mut deferred = self.deferred.lock();
-        let before = deferred.len();
-        deferred.retain(|(event, _)| self.table.get(&event.id).is_some());
-        before - deferred.len()
+        let (kept, gone): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut *deferred)
+            .into_iter()
+            .partition(|(event, _)| self.table.get(&event.id).is_some());
+        *deferred = kept;
+        gone
     }
 
     /// The webhook endpoints events are delivered to (replaced whenever one changes).

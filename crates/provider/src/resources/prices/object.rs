@@ -75,6 +75,8 @@ pub struct Price {
     pub nickname: Option<Box<str>>,
     pub tax_behavior: Option<Box<str>>,
     pub metadata: Metadata,
+    /// Made for one Checkout Session from its `price_data`: retired with it (`--retain`).
+    pub inline: bool,
 }
 
 impl Price {

@@ -124,6 +124,7 @@ impl PriceTerms {
             nickname: None,
             tax_behavior: self.tax_behavior,
             metadata: Default::default(),
+            inline: false,
         }
     }
 }

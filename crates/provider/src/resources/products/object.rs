@@ -33,8 +33,10 @@ pub struct Product {
     pub shippable: Option<bool>,
     pub metadata: Metadata,
     pub default_price: Option<PriceId>,
-    /// Deleted: retrieved as Stripe's deleted object, unknown everywhere else.
+    /// Deleted: answered as Stripe's deleted object by the deletion, unknown afterwards.
     pub deleted: bool,
+    /// Made for one Checkout Session from its `product_data`: retired with it (`--retain`).
+    pub inline: bool,
 }
 
 impl Product {
@@ -107,6 +109,7 @@ mod tests {
             metadata: Metadata::new(),
             default_price: None,
             deleted: false,
+            inline: false,
         };
         let j = p.to_json();
         assert_eq!(

@@ -112,6 +112,7 @@ impl Payments {
             metadata: metadata_in(o.opt_object("metadata")?, "metadata")?,
             default_price: None,
             deleted: false,
+            inline: false,
         })
     }
 

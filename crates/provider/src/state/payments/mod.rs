@@ -198,9 +198,9 @@ impl Payments {
     /// `--retain`: forgets what was created before `cutoff_ms` (Unix milliseconds):
     /// payment intents, charges, refunds, setup intents, Checkout Sessions, events,
     /// payment methods not saved to a customer, and ledger records but duplicate groups
-    /// (the summary stays exact), inactive prices and inactive or deleted products.
-    /// Customers, their saved cards, active products and prices, and webhook endpoints
-    /// stay. Returns how many
+    /// (the summary stays exact), and the prices and products a session made from its
+    /// `price_data`. Customers, their saved cards, the merchant's products and prices, and
+    /// webhook endpoints stay. Returns how many
     /// objects and records left.
     pub fn retire_before(&self, cutoff_ms: u64) -> usize {
         let cutoff = (cutoff_ms / 1000) as i64;
@@ -209,10 +209,9 @@ impl Payments {
             + self.refunds.retain(|o| o.created >= cutoff)
             + self.setup_intents.retain(|o| o.created >= cutoff)
             + self.checkout_sessions.retain(|o| o.created >= cutoff)
-            // Inactive prices and products (a session's `price_data`, archived ones) and
-            // deleted products: nothing sells them any more.
-            + self.prices.retain(|o| o.active || o.created >= cutoff)
-            + self.products.retain(|o| (o.active && !o.deleted) || o.created >= cutoff)
+            // A session's `price_data` price and product go with it.
+            + self.prices.retain(|o| !o.inline || o.created >= cutoff)
+            + self.products.retain(|o| !o.inline || o.created >= cutoff)
             + self.events.table.retain(|e| e.created >= cutoff)
             + self
                 .payment_methods
