@@ -136,7 +136,8 @@ impl Idempotent {
         Ok(reply.into())
     }
 
-    async fn pay(&self, req: &CheckoutRequest) -> Result<Reply, StoreError> {
+    /// `req`'s order: the stored one, or a new pending one stored now.
+    async fn take_order(&self, req: &CheckoutRequest) -> Result<Order, StoreError> {
         let fresh = Order::new(
             req.order_id.clone(),
             req.amount,
@@ -144,7 +145,11 @@ impl Idempotent {
             req.payment_method.clone(),
             self.now_ms(),
         );
-        let mut order = self.store.create_order(&fresh).await?;
+        self.store.create_order(&fresh).await
+    }
+
+    async fn pay(&self, req: &CheckoutRequest) -> Result<Reply, StoreError> {
+        let mut order = self.take_order(req).await?;
         if order.amount != req.amount || order.currency != req.currency {
             return Ok(Reply::OrderMismatch {
                 order_id: req.order_id.clone(),
@@ -430,14 +435,7 @@ impl CheckoutService for Idempotent {
     }
 
     async fn open_order(&self, req: &CheckoutRequest) -> Result<(), StoreError> {
-        let fresh = Order::new(
-            req.order_id.clone(),
-            req.amount,
-            req.currency.clone(),
-            req.payment_method.clone(),
-            self.now_ms(),
-        );
-        self.store.create_order(&fresh).await.map(|_| ())
+        self.take_order(req).await.map(|_| ())
     }
 
     async fn order(&self, id: &OrderId) -> Result<Option<Order>, StoreError> {

@@ -159,72 +159,6 @@ async function payments(url) {
   };
 }
 
-async function webhooks(url) {
-  const received = [];
-  let arrived = () => {};
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on("data", (c) => chunks.push(c));
-    req.on("end", () => {
-      received.push([Buffer.concat(chunks), req.headers["stripe-signature"]]);
-      res.writeHead(200, { "content-length": 0 }).end();
-      arrived();
-    });
-  });
-  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
-  const c = client(url);
-  const endpoint = await c.webhookEndpoints.create({
-    url: `http://127.0.0.1:${server.address().port}/webhooks/stripe`,
-    enabled_events: ["payment_intent.succeeded", "charge.succeeded"],
-  });
-  assert.match(endpoint.secret, /^whsec_/);
-  const paid = [];
-  for (let n = 0; n < 3; n++) paid.push((await c.paymentIntents.create(chargeParams(`sdk-hook-${n}`))).id);
-  const expected = 2 * paid.length;
-  // Wait for the deliveries (each wakes this), at most 30 s.
-  await new Promise((ok) => {
-    const timer = setTimeout(ok, 30_000);
-    arrived = () => received.length >= expected && (clearTimeout(timer), ok());
-    arrived();
-  });
-  assert.equal(received.length, expected, `${received.length} of ${expected} deliveries arrived`);
-  const about = { "payment_intent.succeeded": new Set(), "charge.succeeded": new Set() };
-  for (const [body, signature] of received) {
-    const event = c.webhooks.constructEvent(body, signature, endpoint.secret);
-    const obj = event.data.object;
-    about[event.type].add(event.type.startsWith("payment_intent") ? obj.id : obj.payment_intent);
-    // A body changed on the way, or another endpoint's secret, fails verification.
-    for (const [tampered, secret] of [
-      [Buffer.concat([body, Buffer.from(" ")]), endpoint.secret],
-      [body, "whsec_someone_else"],
-    ]) {
-      assert.throws(() => c.webhooks.constructEvent(tampered, signature, secret), Stripe.errors.StripeSignatureVerificationError);
-    }
-  }
-  for (const ids of Object.values(about)) assert.deepEqual([...ids].sort(), [...paid].sort());
-  server.close();
-  return { verified: received.length, payment_intents: paid };
-}
-
-async function retries(url) {
-  // Against a provider that loses the first two answers for each key after the charge.
-  // The SDK's own retries resend its idempotency key: the third attempt is a replay.
-  const kept = await client(url, 2).paymentIntents.create(chargeParams("sdk-own-retry"));
-  assert.equal(kept.status, "succeeded");
-  assert.equal(kept.lastResponse.headers["idempotent-replayed"], "true");
-
-  // An application that retries around the SDK calls it again, and the SDK makes a new
-  // key for each call: every call charges. (With retries off the Node SDK still retries
-  // a closed connection once, with the same key, so each call makes two attempts.)
-  const once = client(url, 0);
-  let lost = 0;
-  for (let n = 0; n < 2; n++) {
-    await expectError("StripeConnectionError", () => once.paymentIntents.create(chargeParams("sdk-app-retry")));
-    lost += 1;
-  }
-  return { kept: kept.id, lost_answers: lost };
-}
-
 // A webhook receiver on a free port: its URL, what it received ([body, signature]), and
 // a wait for `n` deliveries (at most 30 s).
 async function receiver() {
@@ -247,6 +181,57 @@ async function receiver() {
       arrived();
     });
   return { url: `http://127.0.0.1:${server.address().port}/webhooks/stripe`, received, waitFor, server };
+}
+
+async function webhooks(url) {
+  const hooks = await receiver();
+  const c = client(url);
+  const endpoint = await c.webhookEndpoints.create({
+    url: hooks.url,
+    enabled_events: ["payment_intent.succeeded", "charge.succeeded"],
+  });
+  assert.match(endpoint.secret, /^whsec_/);
+  const paid = [];
+  for (let n = 0; n < 3; n++) paid.push((await c.paymentIntents.create(chargeParams(`sdk-hook-${n}`))).id);
+  const expected = 2 * paid.length;
+  await hooks.waitFor(expected);
+  const received = hooks.received;
+  assert.equal(received.length, expected, `${received.length} of ${expected} deliveries arrived`);
+  const about = { "payment_intent.succeeded": new Set(), "charge.succeeded": new Set() };
+  for (const [body, signature] of received) {
+    const event = c.webhooks.constructEvent(body, signature, endpoint.secret);
+    const obj = event.data.object;
+    about[event.type].add(event.type.startsWith("payment_intent") ? obj.id : obj.payment_intent);
+    // A body changed on the way, or another endpoint's secret, fails verification.
+    for (const [tampered, secret] of [
+      [Buffer.concat([body, Buffer.from(" ")]), endpoint.secret],
+      [body, "whsec_someone_else"],
+    ]) {
+      assert.throws(() => c.webhooks.constructEvent(tampered, signature, secret), Stripe.errors.StripeSignatureVerificationError);
+    }
+  }
+  for (const ids of Object.values(about)) assert.deepEqual([...ids].sort(), [...paid].sort());
+  hooks.server.close();
+  return { verified: received.length, payment_intents: paid };
+}
+
+async function retries(url) {
+  // Against a provider that loses the first two answers for each key after the charge.
+  // The SDK's own retries resend its idempotency key: the third attempt is a replay.
+  const kept = await client(url, 2).paymentIntents.create(chargeParams("sdk-own-retry"));
+  assert.equal(kept.status, "succeeded");
+  assert.equal(kept.lastResponse.headers["idempotent-replayed"], "true");
+
+  // An application that retries around the SDK calls it again, and the SDK makes a new
+  // key for each call: every call charges. (With retries off the Node SDK still retries
+  // a closed connection once, with the same key, so each call makes two attempts.)
+  const once = client(url, 0);
+  let lost = 0;
+  for (let n = 0; n < 2; n++) {
+    await expectError("StripeConnectionError", () => once.paymentIntents.create(chargeParams("sdk-app-retry")));
+    lost += 1;
+  }
+  return { kept: kept.id, lost_answers: lost };
 }
 
 // What the customer does on the hosted page, as a script does it (fauxpay's pay).
