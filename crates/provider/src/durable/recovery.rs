@@ -530,6 +530,57 @@ mod tests {
     }
 
     #[test]
+    fn under_retain_events_retired_with_deliveries_pending_are_still_delivered() {
+        let dir = std::env::temp_dir().join(format!("fauxpay-retain-pending-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // An endpoint that never answers, retried after ten minutes: no delivery ends here.
+        let config = || Config {
+            retain: Some(Duration::from_secs(10)),
+            webhooks: vec![crate::config::WebhookTarget {
+                url: "http://127.0.0.1:9/hook".into(),
+                secret: "whsec_pending".into(),
+            }],
+            delivery: crate::webhooks::Settings {
+                retries: vec![Duration::from_secs(600)],
+                ..crate::webhooks::Settings::default()
+            },
+            ..Config::default()
+        };
+        let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        let base = clock::now_ms() - 60_000;
+        for i in 0..20u64 {
+            let at = base + i * 1000;
+            write(
+                &app,
+                at,
+                Verb::Post,
+                "/v1/payment_intents",
+                "",
+                &format!("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=p{i}"),
+            );
+            if i % 5 == 4 {
+                crate::durable::commit::retire_logged(&app, at.saturating_sub(10_000));
+            }
+        }
+        let kept = app.payments.events.table.len();
+        // As if the process ended: the log closed and its directory lock released (the
+        // delivery thread, still retrying, keeps the provider alive in this process).
+        app.durable().unwrap().close();
+        app.durable().unwrap().hold_lock(None);
+        drop(app);
+
+        let (again, summary) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        // Three events a payment (created, charge.succeeded, succeeded), each still owed
+        // to the endpoint: the retired ones too, as the running provider kept them queued.
+        assert!(kept < 60, "{kept}: some were retired");
+        assert_eq!(summary.unwrap().resumed_deliveries, 60);
+        assert_eq!(again.payments.events.table.len(), kept);
+        again.durable().unwrap().close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_sparse_tail_reserves_nothing() {
         let dir = std::env::temp_dir().join(format!("fauxpay-sparse-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
