@@ -21,7 +21,8 @@
 # BENCH_RUNS (3), BENCH_SECONDS (5, per wrk run), BENCH_CONNECTIONS (64),
 # BENCH_PAYMENTS (1000000; also the payments recovered in the durable row), BENCH_HOLD_CONNECTIONS (10000), BENCH_LOAD_SECONDS (8),
 # BENCH_LOAD_USERS (32), BENCH_NO_BUILD (skip cargo build), BENCH_BIN (target/release),
-# BENCH_OUT (bench/results.md; bench/results-peers.md for BENCH_ROWS=peers).
+# BENCH_OUT (bench/results.md; bench/results-peers.md for BENCH_ROWS=peers; bench/results-partial.md
+# for any other BENCH_ROWS, so a subset never replaces the full table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +37,12 @@ PAYMENTS=${BENCH_PAYMENTS:-1000000}
 HOLD=${BENCH_HOLD_CONNECTIONS:-10000}
 LOAD_SECS=${BENCH_LOAD_SECONDS:-8}
 LOAD_USERS=${BENCH_LOAD_USERS:-32}
-# The peers alone (BENCH_ROWS=peers) have their own file, so they never replace the main table.
+# The peers alone (BENCH_ROWS=peers) have their own file, and any other subset of the rows
+# its own too (bench/results-partial.md), so that neither replaces the full table.
 if [ "${BENCH_ROWS:-}" = peers ]; then
   OUT=${BENCH_OUT:-bench/results-peers.md}
+elif [ -n "${BENCH_ROWS:-}" ]; then
+  OUT=${BENCH_OUT:-bench/results-partial.md}
 else
   OUT=${BENCH_OUT:-bench/results.md}
 fi
