@@ -14,7 +14,7 @@
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load rate reconcile;
+# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load rate reconcile inproc;
 # peers and restart on request), BENCH_RESTART_SECONDS (600: the restart row's soak with --data-dir and
 # --retain, after which the provider is killed -9 and restarted), BENCH_SOAK_KEY_TTL (5s) and BENCH_SOAK_RETAIN (10s): the soak row's
 # window, which must hold fewer than BENCH_PAYMENTS payments at the provider's full speed,
@@ -26,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load rate reconcile"}
+ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load rate reconcile inproc"}
 SOAK_KEY_TTL=${BENCH_SOAK_KEY_TTL:-5s}
 SOAK_RETAIN=${BENCH_SOAK_RETAIN:-10s}
 RESTART_SECS=${BENCH_RESTART_SECONDS:-600}
@@ -656,6 +656,23 @@ if has_row reconcile; then
   s=$(median "${VALUES[@]}")
   row "reconcile 1,000,000 logical payments (journal + streamed ledger)" "$(fmt "$s" 2) s" "—" "—" "≤ 3 s" "$(le "$s" 3)"
   RAW+=("reconcile: seconds ${VALUES[*]}")
+fi
+
+if has_row inproc; then
+  echo "== provider in process: new payments from 1 thread, then 2 (the pipeline, no sockets)" >&2
+  ONE=()
+  TWO=()
+  for i in $(seq "$RUNS"); do
+    out=$(timeout 300 "$BIN/inproc" 200000)
+    ONE+=("$(json "$(echo "$out" | sed -n 1p)" per_second)")
+    TWO+=("$(json "$(echo "$out" | sed -n 2p)" per_second)")
+    echo "  run $i: $(echo "$out" | tr '\n' ' ')" >&2
+  done
+  one=$(median "${ONE[@]}")
+  two=$(median "${TWO[@]}")
+  r=$(calc "$two / $one")
+  row "provider in process: new payments, 2 threads ÷ 1 thread (no sockets)" "$(fmt "$two") /s" "$(fmt "$one") /s" "$(fmt "$r" 2)" "≥ 1.85" "$(ge "$r" 1.85)"
+  RAW+=("inproc: payments/s from 1 thread ${ONE[*]}; from 2 threads ${TWO[*]}")
 fi
 
 if has_row peers; then

@@ -48,4 +48,6 @@ pub use http::guard::LOOPBACK_HOSTS;
 pub use http::lifecycle::{serve, RunningProvider};
 pub use http::server::raise_open_file_limit;
 pub use idempotency::Mode as IdempotencyMode;
+pub use pipeline::direct::post as post_in_process;
 pub use state::payments::{CorrelationSource, DuplicatePolicy};
+pub use stripe::ids::ApiKey;

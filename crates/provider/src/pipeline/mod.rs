@@ -31,6 +31,7 @@ use crate::resources::endpoint::{Call, Endpoint, PathIds, Verb};
 use crate::state::clock::now_ms;
 use crate::stripe::ids::{ApiKey, RequestId};
 
+pub mod direct;
 pub mod execute;
 pub mod own;
 

@@ -1,0 +1,61 @@
+//! The provider's request path in process, from 1 thread and then from 2: new payments
+//! (each with its own idempotency key and order id) run through the pipeline with no
+//! socket, parser or client around them (`fauxpay_provider::post_in_process`), on a fresh
+//! provider per run. The ratio of the two rates measures contention inside the provider
+//! alone (shared writes, locks), without the kernel or the client: on a 2-core host,
+//! perfect scaling is 2.0.
+//!
+//!   inproc [PAYMENTS]     # default 200000 a run; prints one JSON line per thread count
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fauxpay_provider::{post_in_process, ApiKey, Config, Provider};
+
+fn rate(threads: usize, payments: usize) -> f64 {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let app = Provider::new(Config::default());
+        let key = ApiKey::new("sk_test_inproc");
+        // Warm-up: the spec, the tables' first shards, the allocator.
+        for i in 0..1000 {
+            let body = format!("amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=w{i}");
+            post_in_process(&app, &key, "/v1/payment_intents", Some(&format!("w{i}")), &body).await;
+        }
+        let per = payments / threads;
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..threads)
+            .map(|t| {
+                let app: Arc<Provider> = app.clone();
+                let key = key.clone();
+                tokio::spawn(async move {
+                    for i in 0..per {
+                        let body = format!(
+                            "amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=t{t}-{i}"
+                        );
+                        let status = post_in_process(&app, &key, "/v1/payment_intents", Some(&format!("t{t}-{i}")), &body).await;
+                        assert_eq!(status, 200, "payment {t}-{i}");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a driver task");
+        }
+        (per * threads) as f64 / started.elapsed().as_secs_f64()
+    })
+}
+
+fn main() {
+    let payments: usize = std::env::args()
+        .nth(1)
+        .map(|n| n.parse().expect("PAYMENTS: a number"))
+        .unwrap_or(200_000);
+    for threads in [1, 2] {
+        let r = rate(threads, payments);
+        println!("{{\"threads\":{threads},\"payments\":{payments},\"per_second\":{r:.0}}}");
+    }
+}
