@@ -310,12 +310,19 @@ async fn checkout_session(client: &reqwest::Client, base: &str) -> (String, Stri
     )
 }
 
-/// Fills the hosted page's form with `card` and presses Pay.
+/// Opens the hosted page at `url`, fills its form with `card` and presses Pay.
 async fn pay_on_the_page(c: &Client, url: &str, card: &str) {
     c.goto(url).await.unwrap();
-    c.find(Locator::Css("#email"))
+    fill_and_pay(c, card).await;
+}
+
+/// On the hosted Checkout page (waiting for it): fills the email and `card`, presses Pay.
+pub(crate) async fn fill_and_pay(c: &Client, card: &str) {
+    c.wait()
+        .at_most(std::time::Duration::from_secs(20))
+        .for_element(Locator::Css("#email"))
         .await
-        .unwrap()
+        .expect("fauxpay's Checkout page")
         .send_keys("jenny@example.com")
         .await
         .unwrap();

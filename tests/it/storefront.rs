@@ -23,7 +23,7 @@ use fauxpay_merchant::{MerchantConfig, RunningMerchant, Strategy};
 use fauxpay_testkit::provider::{with_profile, Harness};
 use serde_json::Value;
 
-use crate::browser::{browser, console_errors, driver, shoot, text};
+use crate::browser::{browser, console_errors, driver, fill_and_pay, shoot, text};
 
 /// The example storefront's server on a free port, stopped on drop.
 struct Shop {
@@ -293,8 +293,7 @@ async fn the_storefront_sends_the_customer_to_checkout_and_back() {
     let c = browser(&d).await;
     c.goto(&shop.url).await.unwrap();
     c.find(Locator::Css("#checkout")).await.unwrap().click().await.unwrap();
-    let email = c
-        .wait()
+    c.wait()
         .at_most(Duration::from_secs(20))
         .for_element(Locator::Css("#email"))
         .await
@@ -305,14 +304,7 @@ async fn the_storefront_sends_the_customer_to_checkout_and_back() {
         .unwrap()
         .path()
         .starts_with("/__fauxpay/checkout/cs_test_"));
-    email.send_keys("jenny@example.com").await.unwrap();
-    c.find(Locator::Css("#card"))
-        .await
-        .unwrap()
-        .send_keys("4242 4242 4242 4242")
-        .await
-        .unwrap();
-    c.find(Locator::Css("#pay")).await.unwrap().click().await.unwrap();
+    fill_and_pay(&c, "4242 4242 4242 4242").await;
     let (kind, said) = outcome(&c).await;
     assert_eq!(kind, "ok", "{said}");
     assert!(said.starts_with("Paid with Checkout: cs_test_"), "{said}");
@@ -357,6 +349,12 @@ async fn the_reference_merchants_sell_through_the_storefront() {
             .expect("the merchant starts");
 
         let element = pay_at(&c, &base, "4242 4242 4242 4242").await;
+        let (kind, said) = outcome(&c).await;
+        assert_eq!(kind, "ok", "{strategy:?}: {said}");
+
+        c.goto(&base).await.unwrap();
+        c.find(Locator::Css("#checkout")).await.unwrap().click().await.unwrap();
+        fill_and_pay(&c, "4242 4242 4242 4242").await;
         let (kind, said) = outcome(&c).await;
         assert_eq!(kind, "ok", "{strategy:?}: {said}");
 

@@ -129,18 +129,8 @@ impl Gateway for StripeGateway {
             .header("Idempotency-Key", key)
             .body(body)
             .send()
-            .await
-            .map_err(|e| GatewayError(error_chain(&e)))?;
-        let status = resp.status();
-        let body = match read_capped(resp).await {
-            Ok(body) => body,
-            Err(Unread::TooLong) => return Err(GatewayError(format!("the {status} answer is too long; not read"))),
-            Err(Unread::Failed { reason, .. }) => return Err(GatewayError(reason)),
-        };
-        let body: Value = serde_json::from_slice(&body).map_err(|e| GatewayError(error_chain(&e)))?;
-        if !status.is_success() {
-            return Err(GatewayError(format!("{status}: {}", error_message(&body))));
-        }
+            .await;
+        let body = success_json(resp, "opening").await?;
         let text = |field: &str| body[field].as_str().map(str::to_string);
         Ok(OpenedPayment {
             id: text("id").ok_or_else(|| GatewayError("the answer has no id".into()))?,
@@ -165,22 +155,8 @@ impl Gateway for StripeGateway {
                 .bearer_auth(&self.api_key)
                 .query(&params)
                 .send()
-                .await
-                .map_err(|e| GatewayError(error_chain(&e)))?;
-            let status = resp.status();
-            let body = match read_capped(resp).await {
-                Ok(body) => body,
-                Err(Unread::TooLong) => {
-                    return Err(GatewayError(format!(
-                        "the search answer is longer than {MAX_ANSWER_BYTES} bytes; not read"
-                    )))
-                }
-                Err(Unread::Failed { reason, .. }) => return Err(GatewayError(reason)),
-            };
-            let body: Value = serde_json::from_slice(&body).map_err(|e| GatewayError(error_chain(&e)))?;
-            if !status.is_success() {
-                return Err(GatewayError(format!("{status}: {}", error_message(&body))));
-            }
+                .await;
+            let body = success_json(resp, "search").await?;
             let data = body["data"]
                 .as_array()
                 .ok_or_else(|| GatewayError("the search result has no `data` list".into()))?;
@@ -195,6 +171,27 @@ impl Gateway for StripeGateway {
             MAX_SEARCH_PAGES * 100
         )))
     }
+}
+
+/// The JSON of a successful answer to a read or an opening (`what`: `search`,
+/// `opening`), read with the cap; anything else is the call's failure.
+async fn success_json(resp: reqwest::Result<reqwest::Response>, what: &str) -> Result<Value, GatewayError> {
+    let resp = resp.map_err(|e| GatewayError(error_chain(&e)))?;
+    let status = resp.status();
+    let body = match read_capped(resp).await {
+        Ok(body) => body,
+        Err(Unread::TooLong) => {
+            return Err(GatewayError(format!(
+                "the {what} answer is longer than {MAX_ANSWER_BYTES} bytes; not read"
+            )))
+        }
+        Err(Unread::Failed { reason, .. }) => return Err(GatewayError(reason)),
+    };
+    let body: Value = serde_json::from_slice(&body).map_err(|e| GatewayError(error_chain(&e)))?;
+    if !status.is_success() {
+        return Err(GatewayError(format!("{status}: {}", error_message(&body))));
+    }
+    Ok(body)
 }
 
 /// The call that opens `open`: its path, its form body, and its idempotency key (one

@@ -126,6 +126,16 @@ impl Harness {
     }
 }
 
+/// A form POSTed with the API key and no idempotency key: its status and JSON body.
+pub async fn post_json(h: &Harness, path: &str, body: &str) -> (u16, Value) {
+    json(h.form(path, body, None).await).await
+}
+
+/// A GET with the API key: its status and JSON body.
+pub async fn get_json(h: &Harness, path: &str) -> (u16, Value) {
+    json(h.get(path).send().await.expect("request sent")).await
+}
+
 pub async fn json(resp: Response) -> (u16, Value) {
     let status = resp.status().as_u16();
     let body = resp.json().await.expect("JSON body");

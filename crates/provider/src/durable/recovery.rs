@@ -439,11 +439,41 @@ mod tests {
         .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
-    #[test]
-    fn under_retain_replay_retires_where_the_provider_did_and_ends_in_its_state() {
-        let dir = std::env::temp_dir().join(format!("fauxpay-retain-replay-{}", std::process::id()));
+    /// An empty directory of its own for a test.
+    fn empty_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// `payments` payments from `base` (Unix ms), one a second, orders `{prefix}{i}`, with
+    /// `--retain 10s`'s sweep every 5 s as the running provider logs it: how many objects
+    /// and records the sweeps retired.
+    fn soak(app: &Arc<Provider>, base: u64, payments: u64, prefix: &str) -> usize {
+        let mut retired = 0;
+        for i in 0..payments {
+            let at = base + i * 1000;
+            write(
+                app,
+                at,
+                Verb::Post,
+                "/v1/payment_intents",
+                "",
+                &format!(
+                    "amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]={prefix}{i}"
+                ),
+            );
+            if i % 5 == 4 {
+                retired += crate::durable::commit::retire_logged(app, at.saturating_sub(10_000));
+            }
+        }
+        retired
+    }
+
+    #[test]
+    fn under_retain_replay_retires_where_the_provider_did_and_ends_in_its_state() {
+        let dir = empty_dir("fauxpay-retain-replay");
         let config = || Config {
             retain: Some(Duration::from_secs(10)),
             ..Config::default()
@@ -467,22 +497,7 @@ mod tests {
             .items[0]
             .id
             .to_string();
-        let mut retired = 0;
-        for i in 0..60u64 {
-            let at = base + i * 1000;
-            write(
-                &app,
-                at,
-                Verb::Post,
-                "/v1/payment_intents",
-                "",
-                &format!("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=o{i}"),
-            );
-            if i % 5 == 4 {
-                retired += crate::durable::commit::retire_logged(&app, at.saturating_sub(10_000));
-            }
-        }
-        assert!(retired > 0);
+        assert!(soak(&app, base, 60, "o") > 0);
         let cus = customer["id"].as_str().unwrap();
         let late = write(
             &app,
@@ -531,9 +546,7 @@ mod tests {
 
     #[test]
     fn under_retain_events_retired_with_deliveries_pending_are_still_delivered() {
-        let dir = std::env::temp_dir().join(format!("fauxpay-retain-pending-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = empty_dir("fauxpay-retain-pending");
         // An endpoint that never answers, retried after ten minutes: no delivery ends here.
         let config = || Config {
             retain: Some(Duration::from_secs(10)),
@@ -549,20 +562,7 @@ mod tests {
         };
         let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
         let base = clock::now_ms() - 60_000;
-        for i in 0..20u64 {
-            let at = base + i * 1000;
-            write(
-                &app,
-                at,
-                Verb::Post,
-                "/v1/payment_intents",
-                "",
-                &format!("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=p{i}"),
-            );
-            if i % 5 == 4 {
-                crate::durable::commit::retire_logged(&app, at.saturating_sub(10_000));
-            }
-        }
+        soak(&app, base, 20, "p");
         let kept = app.payments.events.table.len();
         // As if the process ended: the log closed and its directory lock released (the
         // delivery thread, still retrying, keeps the provider alive in this process).

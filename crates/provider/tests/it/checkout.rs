@@ -7,6 +7,7 @@
 //! `checkout.client_reference_id`; and what a publishable key may do.
 
 use fauxpay_testkit::provider as common;
+use fauxpay_testkit::provider::{get_json as get, post_json as post};
 
 use common::{json, Harness};
 use fauxpay_faults::{Fault, When};
@@ -15,14 +16,6 @@ use reqwest::redirect::Policy;
 use serde_json::Value;
 
 const PK: &str = "pk_test_fauxpay";
-
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, Value) {
-    json(h.form(path, body, None).await).await
-}
-
-async fn get(h: &Harness, path: &str) -> (u16, Value) {
-    json(h.get(path).send().await.unwrap()).await
-}
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap_or_else(|| panic!("no id: {v}")).to_string()

@@ -3,19 +3,12 @@
 //! `/v1/customers*`.
 
 use fauxpay_testkit::provider as common;
+use fauxpay_testkit::provider::{get_json as get, post_json as post};
 
 use common::{json, Harness, KEY};
 use fauxpay_faults as faults;
 use fauxpay_provider::Config;
 use serde_json::{json, Value};
-
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, Value) {
-    json(h.form(path, body, None).await).await
-}
-
-async fn get(h: &Harness, path: &str) -> (u16, Value) {
-    json(h.get(path).send().await.unwrap()).await
-}
 
 async fn delete(h: &Harness, path: &str) -> (u16, Value) {
     json(h.client.delete(h.url(path)).bearer_auth(KEY).send().await.unwrap()).await

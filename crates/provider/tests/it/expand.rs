@@ -5,17 +5,10 @@
 //! expanded bytes first sent.
 
 use fauxpay_testkit::provider as common;
+use fauxpay_testkit::provider::{get_json as get, post_json as post};
 
 use common::{json, Harness, KEY};
 use serde_json::{json, Value};
-
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, Value) {
-    json(h.form(path, body, None).await).await
-}
-
-async fn get(h: &Harness, path: &str) -> (u16, Value) {
-    json(h.get(path).send().await.unwrap()).await
-}
 
 /// A POST that must answer 200: its object.
 async fn ok(h: &Harness, path: &str, body: &str) -> Value {

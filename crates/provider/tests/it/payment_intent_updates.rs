@@ -3,13 +3,10 @@
 //! `amount_to_capture` on capture, and `cancellation_reason` on cancel.
 
 use fauxpay_testkit::provider as common;
+use fauxpay_testkit::provider::post_json as post;
 
-use common::{json, Harness};
+use common::Harness;
 use serde_json::{json, Value};
-
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, Value) {
-    json(h.form(path, body, None).await).await
-}
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap_or_else(|| panic!("no id: {v}")).to_string()

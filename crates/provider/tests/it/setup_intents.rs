@@ -4,19 +4,12 @@
 //! fault rule on `/v1/setup_intents*`.
 
 use fauxpay_testkit::provider as common;
+use fauxpay_testkit::provider::{get_json as get, post_json as post};
 
 use common::{json, Harness};
 use fauxpay_faults as faults;
 use fauxpay_provider::Config;
 use serde_json::{json, Value};
-
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, Value) {
-    json(h.form(path, body, None).await).await
-}
-
-async fn get(h: &Harness, path: &str) -> (u16, Value) {
-    json(h.get(path).send().await.unwrap()).await
-}
 
 fn id(v: &Value) -> String {
     v["id"].as_str().unwrap_or_else(|| panic!("no id: {v}")).to_string()

@@ -6,20 +6,13 @@
 //! ledger, duplicates and faults on the authenticating request; and the page's escaping.
 
 use fauxpay_testkit::provider as common;
+use fauxpay_testkit::provider::{get_json as get, post_json as post};
 
 use common::{json, Harness};
 use fauxpay_faults::{self as faults, Fault, When};
 use fauxpay_provider::{Config, DuplicatePolicy};
 use reqwest::redirect::Policy;
 use serde_json::Value;
-
-async fn post(h: &Harness, path: &str, body: &str) -> (u16, Value) {
-    json(h.form(path, body, None).await).await
-}
-
-async fn get(h: &Harness, path: &str) -> (u16, Value) {
-    json(h.get(path).send().await.unwrap()).await
-}
 
 /// A payment intent confirmed at once with `body`'s payment method: its JSON.
 async fn confirmed(h: &Harness, body: &str) -> (u16, Value) {

@@ -111,7 +111,6 @@ pub struct CheckoutSession {
     pub expires_at: i64,
     pub mode: SessionMode,
     pub status: SessionStatus,
-    pub paid: bool,
     pub currency: Option<Currency>,
     pub line_items: Box<[LineItem]>,
     pub success_url: Option<Box<str>>,
@@ -167,10 +166,10 @@ impl CheckoutSession {
     }
 
     pub fn payment_status(&self) -> &'static str {
-        match (self.mode, self.paid) {
+        match (self.mode, self.status) {
             (SessionMode::Setup, _) => "no_payment_required",
-            (_, true) => "paid",
-            (_, false) => "unpaid",
+            (_, SessionStatus::Complete) => "paid",
+            _ => "unpaid",
         }
     }
 

@@ -60,12 +60,21 @@ fn not_payable(s: &CheckoutSession) -> ApiError {
 }
 
 /// A parameter form (bracket notation), built from pairs.
-fn form(pairs: &[(&str, &str)]) -> Result<Params, ApiError> {
+fn form<K: AsRef<str>, V: AsRef<str>>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<Params, ApiError> {
     let mut out = form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
-        out.append_pair(k, v);
+        out.append_pair(k.as_ref(), v.as_ref());
     }
     Params::from_form(out.finish().as_bytes())
+}
+
+/// The id of the object `key` (`payment_intent`, `setup_intent`) a refused operation's
+/// error carries: a declined payment still made its intent.
+fn id_in_error<'e>(e: &'e ApiError, key: &str) -> Option<&'e str> {
+    e.extra
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v["id"].as_str())
 }
 
 /// What a create made from `price_data` (and `product_data`), stored, as at Stripe and
@@ -375,7 +384,6 @@ impl Payments {
             expires_at,
             mode,
             status: SessionStatus::Open,
-            paid: false,
             currency,
             line_items: line_items.into(),
             success_url: Some(
@@ -527,7 +535,7 @@ impl Payments {
                     )
                 });
                 if open {
-                    let abandoned = form(&[("cancellation_reason", "abandoned")])?;
+                    let abandoned = form([("cancellation_reason", "abandoned")])?;
                     let _ = self.cancel_intent(&pi.as_str(), &abandoned, attempt);
                 }
             }
@@ -613,7 +621,6 @@ impl Payments {
     fn complete(&self, slot: &mut Arc<CheckoutSession>, attempt: &Attempt) {
         let mut s = (**slot).clone();
         s.status = SessionStatus::Complete;
-        s.paid = s.mode == SessionMode::Payment;
         *slot = Arc::new(s);
         self.events.emit(
             EventType::CheckoutSessionCompleted,
@@ -692,12 +699,12 @@ impl Payments {
                 return Ok(false)
             }
             Some(pi) => {
-                let params = form(&pairs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>())?;
+                let params = form(pairs)?;
                 self.confirm_intent_only(&pi.as_str(), &params, attempt)
             }
             None => {
                 if s.customer.is_none() && s.customer_creation == Some("always") {
-                    let made = self.create_customer(&form(&[("email", email.unwrap_or(""))])?, attempt)?;
+                    let made = self.create_customer(&form([("email", email.unwrap_or(""))])?, attempt)?;
                     if let Reply::Customer(c) = made {
                         s.customer = Some(c.id);
                     }
@@ -725,21 +732,17 @@ impl Payments {
                 if let Some(e) = email {
                     pairs.push(("receipt_email", e.into()));
                 }
-                let keys: Vec<String> = d.metadata.iter().map(|(k, _)| format!("metadata[{k}]")).collect();
-                let mut all: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                all.extend(keys.iter().map(String::as_str).zip(d.metadata.iter().map(|(_, v)| v)));
-                let params = form(&all)?;
+                let metadata = d
+                    .metadata
+                    .iter()
+                    .map(|(k, v)| (format!("metadata[{k}]"), v.to_string()));
+                let params = form(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).chain(metadata))?;
                 let made = self.create_intent(&params, attempt);
                 // The intent exists once the customer tried to pay, declined or not.
                 s.payment_intent = match &made {
                     Ok(Reply::Intent(pi)) => Some(pi.id),
                     Ok(_) => None,
-                    Err(e) => e
-                        .extra
-                        .iter()
-                        .find(|(k, _)| *k == "payment_intent")
-                        .and_then(|(_, v)| v["id"].as_str())
-                        .and_then(crate::stripe::ids::PaymentIntentId::parse),
+                    Err(e) => id_in_error(e, "payment_intent").and_then(crate::stripe::ids::PaymentIntentId::parse),
                 };
                 made
             }
@@ -761,7 +764,7 @@ impl Payments {
             _ => {
                 let number = method.chars().filter(|c| c.is_ascii_digit()).collect::<String>();
                 let year = (crate::state::clock::now_unix() / 31_556_952 + 1970 + 3).to_string();
-                let made = self.create_payment_method(&form(&[
+                let made = self.create_payment_method(&form([
                     ("type", "card"),
                     ("card[number]", &number),
                     ("card[exp_month]", "12"),
@@ -779,7 +782,7 @@ impl Payments {
         }
         if let Some(si) = s.setup_intent {
             // A card that failed before: the same setup intent, with the new card.
-            let params = form(&pairs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>())?;
+            let params = form(pairs)?;
             return match self.confirm_setup_intent(&si.as_str(), &params, attempt)? {
                 Reply::SetupIntent(si) => Ok(si.status == SetupStatus::Succeeded),
                 _ => Ok(false),
@@ -789,17 +792,12 @@ impl Payments {
         if let Some(c) = s.customer {
             pairs.push(("customer", c.to_string()));
         }
-        let params = form(&pairs.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>())?;
+        let params = form(pairs)?;
         let made = self.create_setup_intent(&params, attempt);
         s.setup_intent = match &made {
             Ok(Reply::SetupIntent(si)) => Some(si.id),
             Ok(_) => None,
-            Err(e) => e
-                .extra
-                .iter()
-                .find(|(k, _)| *k == "setup_intent")
-                .and_then(|(_, v)| v["id"].as_str())
-                .and_then(crate::stripe::ids::SetupIntentId::parse),
+            Err(e) => id_in_error(e, "setup_intent").and_then(crate::stripe::ids::SetupIntentId::parse),
         };
         match made {
             Ok(Reply::SetupIntent(si)) => Ok(si.status == SetupStatus::Succeeded),

@@ -19,7 +19,7 @@ use crate::state::clock::now_unix;
 use crate::state::payments::Payments;
 use crate::state::table::Cursor;
 use crate::stripe::fields::{metadata_in, metadata_update, nested};
-use crate::stripe::ids::{PriceId, ProductId};
+use crate::stripe::ids::ProductId;
 use crate::stripe::paging::{list_page, search_page_where, TimeRange};
 use crate::stripe::params::{Kind, Object, Params};
 use crate::stripe::search::Searchable;
@@ -314,12 +314,6 @@ impl Payments {
             |pr| !pr.deleted,
             |pr| pr.to_json(),
         )
-    }
-
-    /// The prices of `product` (for the dashboard and the checkout page's line items).
-    pub fn product_of_price(&self, price: PriceId) -> Option<Arc<Product>> {
-        let price = self.prices.get(&price)?;
-        self.products.get(&price.product)
     }
 }
 
