@@ -155,7 +155,7 @@ pub async fn serve(
     let addr = listener.local_addr()?;
     let description = config.describe();
     let merchant = Merchant::build(config).await?;
-    tracing::info!(%addr, "merchant listening: {description}");
+    tracing::info!(%addr, "merchant listening: {description}; storefront (pay in a browser): http://{addr}/");
     merchant.serve(listener, shutdown).await
 }
 
