@@ -268,6 +268,11 @@ pub struct ServeArgs {
     /// fauxpay, a machine crash may lose the last 100 ms) or `never` (the OS decides).
     #[arg(long, default_value = "batch", value_parser = str::parse::<fauxpay_provider::durable::Fsync>)]
     pub fsync: fauxpay_provider::durable::Fsync,
+    /// With --data-dir and --retain: compact the log (drop the writes whose effects have
+    /// all left the window) each time it has grown by this much since the last
+    /// compaction, or by half its compacted size when that is more.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub compact_after: u64,
     /// A `Host` name to answer to besides localhost, 127.0.0.1 and [::1] (repeatable). On
     /// loopback fauxpay answers only those, so that a web page cannot reach it through DNS
     /// rebinding; on another address, any name unless this lists them.
@@ -293,9 +298,42 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A size in bytes: a number with an optional unit (`B`, `KiB`, `MiB`, `GiB`; `K`, `M`,
+/// `G` mean the same).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("'{s}' is not a size (expected a number of bytes with an optional unit, such as 64MiB, 512KiB or 1GiB)")
+    };
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..digits].parse().map_err(|_| bad())?;
+    let shift = match s[digits..].trim() {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(1 << shift) {
+        Some(0) => Err("must be more than zero".into()),
+        Some(bytes) => Ok(bytes),
+        None => Err(bad()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
+        for bad in ["", "MiB", "1.5MiB", "64MB", "0", "-1", "99999999999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn strategy_values_are_the_domain_names() {

@@ -278,6 +278,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
         event_ttl: args.event_ttl,
         retain: args.retain,
+        compact_after: args.compact_after,
         // On loopback only the loopback names (and --allowed-host): a web page cannot
         // reach a developer's fauxpay through DNS rebinding. Elsewhere (a container, a
         // cluster) any name, unless --allowed-host lists them.

@@ -280,6 +280,199 @@ async fn a_torn_last_write_recovers_to_the_last_whole_record_and_says_so() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Polls `GET /__fauxpay/health` until its `data_log` satisfies `done` (at most 60 s).
+async fn data_log_until(client: &reqwest::Client, url: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, health) = get(client, url, "/__fauxpay/health").await;
+        if done(&health["data_log"]) {
+            return health["data_log"].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the data log never got there: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `--retain` with a data dir: once what the log holds has left the window, the log is
+/// compacted (the writes whose effects all left are dropped), and a restart after
+/// `kill -9` replays the live window, not the history, and loses nothing that was live:
+/// the customer and its saved card, the duplicate group, the ledger's totals and sequence
+/// numbers, the payment made just before the kill and its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_retain_the_log_is_compacted_and_a_restart_replays_only_the_live_window() {
+    let dir = data_dir("compact");
+    let client = client();
+    let flags = ["--retain", "4s", "--key-ttl", "3s", "--compact-after", "16KiB"];
+    let server = start_async(&dir, &flags).await;
+    let url = server.url.clone();
+    let post = |url: &str, path: &'static str, key: String, form: Vec<(&'static str, String)>| {
+        let (client, url) = (client.clone(), url.to_string());
+        async move {
+            let resp = client
+                .post(format!("{url}{path}"))
+                .bearer_auth("sk_test_durable")
+                .header("Idempotency-Key", key)
+                .form(&form)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{path}");
+            resp.json::<Value>().await.unwrap()
+        }
+    };
+    // Kept for good: a customer with a saved card, and an order charged twice.
+    let customer = post(
+        &url,
+        "/v1/customers",
+        "customer".into(),
+        vec![("email", "a@b.co".into()), ("payment_method", "pm_card_visa".into())],
+    )
+    .await;
+    let cus = customer["id"].as_str().unwrap().to_string();
+    for key in ["twice-a", "twice-b"] {
+        let form = [
+            "amount=900",
+            "currency=usd",
+            "confirm=true",
+            "payment_method=pm_card_visa",
+        ]
+        .map(|p| p.split_once('=').unwrap())
+        .map(|(k, v)| (k, v.to_string()))
+        .into_iter()
+        .chain([("metadata[order_id]", "twice".to_string())])
+        .collect();
+        post(&url, "/v1/payment_intents", key.into(), form).await;
+    }
+    let bytes = |d: Value| d["bytes"].as_u64().unwrap();
+    let start = bytes(data_log_until(&client, &url, |_| true).await);
+    let mut old = Vec::new();
+    for n in 0..200 {
+        old.push(pay(&client, &url, &format!("old-{n}")).await.unwrap().0);
+    }
+    let old_bytes = bytes(data_log_until(&client, &url, |_| true).await) - start;
+    // The old payments leave memory with the window, and their keys with the TTL.
+    let last_old = old.last().unwrap().clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while get(&client, &url, &format!("/v1/payment_intents/{last_old}")).await.0 != 404 {
+        assert!(std::time::Instant::now() < deadline, "the old payments never left");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let before = data_log_until(&client, &url, |_| true).await;
+    // New writes grow the log past --compact-after (and past half its compacted size):
+    // the next sweep compacts it.
+    for n in 0..200 {
+        pay(&client, &url, &format!("new-{n}")).await.unwrap();
+    }
+    let grown = bytes(data_log_until(&client, &url, |_| true).await);
+    let after = data_log_until(&client, &url, |d| {
+        d["compactions"].as_u64() > before["compactions"].as_u64()
+    })
+    .await;
+    let compacted = std::fs::metadata(dir.join("fauxpay.log")).unwrap().len();
+    // The old payments' records are gone (all but a few retire records).
+    assert!(
+        compacted + old_bytes * 9 / 10 < grown,
+        "{compacted} bytes of {grown} after compaction, {old_bytes} of them old ({after})"
+    );
+    // Paid just before the kill, with the saved card.
+    let card = get(&client, &url, &format!("/v1/customers/{cus}/payment_methods"))
+        .await
+        .1["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let last = post(
+        &url,
+        "/v1/payment_intents",
+        "last".into(),
+        vec![
+            ("amount", "700".into()),
+            ("currency", "usd".into()),
+            ("confirm", "true".into()),
+            ("customer", cus.clone()),
+            ("payment_method", card.clone()),
+            ("metadata[order_id]", "last".into()),
+        ],
+    )
+    .await;
+    let (_, summary) = get(&client, &url, "/__fauxpay/summary").await;
+    let ledger = |url: String| {
+        let client = client.clone();
+        async move {
+            let text = client
+                .get(format!("{url}/__fauxpay/ledger?correlation_prefix=twice"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            assert_eq!(text.lines().count(), 2, "{text}");
+            text
+        }
+    };
+    let twice = ledger(url.clone()).await;
+    tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+
+    let server = start_async(&dir, &flags).await;
+    let url = server.url.clone();
+    assert!(!server.startup.contains("ended otherwise"), "{}", server.startup);
+    let writes: u64 = server
+        .startup
+        .split(" writes)")
+        .next()
+        .and_then(|s| s.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of writes in: {}", server.startup));
+    assert!(
+        writes < 300,
+        "{writes} writes replayed of the 404 made: {}",
+        server.startup
+    );
+    let (status, again) = get(
+        &client,
+        &url,
+        &format!("/v1/payment_intents/{}", last["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!((status, &again["status"]), (200, &Value::from("succeeded")));
+    let replay = post(
+        &url,
+        "/v1/payment_intents",
+        "last".into(),
+        vec![
+            ("amount", "700".into()),
+            ("currency", "usd".into()),
+            ("confirm", "true".into()),
+            ("customer", cus.clone()),
+            ("payment_method", card.clone()),
+            ("metadata[order_id]", "last".into()),
+        ],
+    )
+    .await;
+    assert_eq!(replay["id"], last["id"], "its key replays");
+    assert_eq!(get(&client, &url, &format!("/v1/customers/{cus}")).await.0, 200);
+    let (_, summary_again) = get(&client, &url, "/__fauxpay/summary").await;
+    for field in ["charges", "duplicate_group_count", "captured", "correlation_ids"] {
+        assert_eq!(
+            summary_again[field], summary[field],
+            "{field}: {summary_again} vs {summary}"
+        );
+    }
+    assert_eq!(summary["duplicate_group_count"], 1);
+    assert_eq!(summary["charges"], 403);
+    assert_eq!(
+        ledger(url.clone()).await,
+        twice,
+        "the duplicate group, sequence numbers included"
+    );
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Writes whose path names two ids (a refund updated under its charge) and the charge
 /// and refund updates come back after `kill -9`: the log keeps both ids.
 #[tokio::test]

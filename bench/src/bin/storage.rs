@@ -105,7 +105,7 @@ fn measure(write: impl FnOnce() -> Result<()>, read: impl FnOnce() -> Result<usi
 fn fauxpay_log(args: &Args, records: &[Vec<u8>], always: bool, dir: &Path) -> Result<Measured> {
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let (f, _) = file::open(dir, |_, _, _| Ok(()))?;
-    let log = DataLog::start(f, if always { Fsync::Always } else { Fsync::Batch })?;
+    let log = DataLog::start(f, if always { Fsync::Always } else { Fsync::Batch }, None)?;
     let parsed = records
         .iter()
         .map(|r| Record::from_bytes(r))

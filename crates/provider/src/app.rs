@@ -38,6 +38,8 @@ pub struct Provider {
     stopping: watch::Sender<bool>,
     /// The data dir's log, with `--data-dir` (set once the state is recovered).
     durable: OnceLock<Arc<DataLog>>,
+    /// The data dir's compaction (`--retain` with `--data-dir`).
+    pub compaction: crate::durable::compact::State,
 }
 
 impl Provider {
@@ -102,6 +104,7 @@ impl Provider {
             cli_endpoints,
             stopping: watch::channel(false).0,
             durable: OnceLock::new(),
+            compaction: Default::default(),
             config,
         })
     }

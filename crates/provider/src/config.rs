@@ -18,6 +18,9 @@ pub struct WebhookTarget {
     pub secret: String,
 }
 
+/// `--compact-after`'s default: 64 MiB of log (about 90,000 payments).
+pub const DEFAULT_COMPACT_AFTER: u64 = 64 << 20;
+
 /// The provider's settings (the flags of `fauxpay serve`).
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -45,6 +48,10 @@ pub struct Config {
     /// `--retain`: objects, events and ledger records older than this leave memory
     /// (duplicate groups stay); `None` keeps everything.
     pub retain: Option<Duration>,
+    /// With `--retain` and a data dir: the log is compacted each time it has grown by
+    /// this many bytes (or by half its compacted size, when that is more) since the last
+    /// compaction (`--compact-after`).
+    pub compact_after: u64,
     /// What one client may cost the server: timeouts, connections, the shutdown deadline.
     pub limits: Limits,
     /// The `Host` names served (`localhost`, `127.0.0.1`, `[::1]` and `--allowed-host`
@@ -105,6 +112,7 @@ impl Default for Config {
             delivery: DeliverySettings::default(),
             event_ttl: DEFAULT_EVENT_TTL,
             retain: None,
+            compact_after: DEFAULT_COMPACT_AFTER,
             allowed_hosts: Vec::new(),
         }
     }

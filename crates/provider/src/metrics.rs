@@ -75,6 +75,8 @@ pub struct Metrics {
     pub key_mismatches: Counter,
     /// Writes answered 503 because the data dir's log could not be written.
     pub data_log_refusals: Counter,
+    /// Compactions of the data dir's log (`--retain`).
+    pub data_log_compactions: Counter,
     /// `/v1` requests being executed right now (held and delayed ones included).
     pub in_flight: Gauge,
     /// Connections open now, and those refused beyond `--max-connections`.
@@ -147,6 +149,12 @@ impl Default for Metrics {
             "Writes answered 503 because the data dir's log could not be written (a full disk)",
             Counter::clone(&data_log_refusals),
         );
+        let data_log_compactions = Counter::default();
+        registry.register(
+            "fauxpay_data_log_compactions",
+            "Compactions of the data dir's log (with --retain): the writes whose effects all left the window dropped",
+            Counter::clone(&data_log_compactions),
+        );
         registry.register(
             "fauxpay_api_requests_in_flight",
             "API requests being executed (held and delayed ones included)",
@@ -165,6 +173,7 @@ impl Default for Metrics {
             in_flight_conflicts,
             key_mismatches,
             data_log_refusals,
+            data_log_compactions,
             in_flight,
             connections,
             connections_refused,

@@ -13,7 +13,7 @@ use crate::idempotency::Fingerprint;
 use crate::pipeline::execute::{execute, status_of};
 use crate::reply::Reply;
 use crate::resources::endpoint::{Call, Endpoint};
-use crate::state::clock;
+use crate::state::{clock, trace};
 use crate::stripe::ids::{self, ApiKey, RequestId};
 use crate::stripe::params::Params;
 
@@ -46,37 +46,47 @@ pub fn execute_logged(
     let params = req.params.clone();
     let _order = log.commit_lock();
     let at_ms = clock::now_ms();
-    let (result, tokens) = ids::scripted(None, || clock::frozen(at_ms, || execute(app, endpoint, call)));
+    let run = || ids::scripted(None, || clock::frozen(at_ms, || execute(app, endpoint, call)));
+    // With compaction on, the keys it touches are kept beside its record.
+    let ledger_seq = app.payments.ledger.last_seq();
+    let ((result, tokens), touched) = match log.compacts() {
+        true => trace::touched(run),
+        false => (run(), Vec::new()),
+    };
     if !matches!(&result, Err(e) if !e.executed) {
         let attempt = call.attempt;
         let counted = counted.map(|c| {
             c.in_commit = true;
             c.n
         });
-        log.append(&DataRecord::Commit(Box::new(Commit {
-            at_ms,
-            request_id: req.request_id.to_string(),
-            api_key: req.api_key.as_str().to_owned(),
-            verb: endpoint.verb.as_str().to_owned(),
-            endpoint: endpoint.path.to_owned(),
-            path: path.to_owned(),
-            id: call.id.to_owned(),
-            sub: call.sub.to_owned(),
-            params,
-            idempotency_key: attempt.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
-            fingerprint: fingerprint.map(|f| f.digest()).into_iter().collect(),
-            correlation_id: attempt.correlation_id.as_ref().map(|c| c.as_str().to_owned()),
-            fault: attempt.fault.as_deref().map(str::to_owned),
-            decline: attempt
-                .decline
-                .as_ref()
-                .map(|d| [d.code.to_string(), d.decline_code.to_string(), d.message.to_string()]),
-            origin: attempt.origin.as_deref().map(str::to_owned),
-            tokens,
-            attempt: counted,
-            injected_status,
-            status: Some(status_of(&result)),
-        })));
+        log.append_touching(
+            &DataRecord::Commit(Box::new(Commit {
+                at_ms,
+                request_id: req.request_id.to_string(),
+                api_key: req.api_key.as_str().to_owned(),
+                verb: endpoint.verb.as_str().to_owned(),
+                endpoint: endpoint.path.to_owned(),
+                path: path.to_owned(),
+                id: call.id.to_owned(),
+                sub: call.sub.to_owned(),
+                params,
+                idempotency_key: attempt.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
+                fingerprint: fingerprint.map(|f| f.digest()).into_iter().collect(),
+                correlation_id: attempt.correlation_id.as_ref().map(|c| c.as_str().to_owned()),
+                fault: attempt.fault.as_deref().map(str::to_owned),
+                decline: attempt
+                    .decline
+                    .as_ref()
+                    .map(|d| [d.code.to_string(), d.decline_code.to_string(), d.message.to_string()]),
+                origin: attempt.origin.as_deref().map(str::to_owned),
+                tokens,
+                attempt: counted,
+                injected_status,
+                status: Some(status_of(&result)),
+            })),
+            touched,
+            ledger_seq,
+        );
     }
     result
 }

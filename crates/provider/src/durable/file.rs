@@ -20,11 +20,15 @@ use std::path::{Path, PathBuf};
 /// The log file's name in the data dir.
 pub const LOG_FILE: &str = "fauxpay.log";
 /// The schema this fauxpay writes and reads; a newer one is refused. Version 2 added the
-/// `retired` record; a version 1 log is read as it is and marked 2 when opened (so that
-/// an older fauxpay refuses it rather than read a record it does not know).
-pub const SCHEMA_VERSION: u32 = 2;
+/// `retired` record, version 3 the `totals` record a compacted log holds; an older log
+/// is read as it is and marked with this version when opened (so that an older fauxpay
+/// refuses it rather than read a record it does not know).
+pub const SCHEMA_VERSION: u32 = 3;
+/// Where compaction writes the log's next version before it takes the log's place (a
+/// leftover one, from a crash during compaction, is removed when the log is opened).
+pub const COMPACTING_FILE: &str = "fauxpay.log.compacting";
 const MAGIC: &[u8; 8] = b"FAUXPAYL";
-const HEADER_LEN: u64 = 12;
+pub const HEADER_LEN: u64 = 12;
 /// A frame longer than this is not one fauxpay wrote (a request body is at most 1 MiB).
 pub const MAX_FRAME: u32 = 64 << 20;
 /// The shortest payload fauxpay writes (`{}`): a frame with less is a zero-filled tail.
@@ -83,6 +87,13 @@ pub struct Recovered {
     pub dir_lock: Option<File>,
 }
 
+/// The header a log file starts with.
+pub fn header() -> Vec<u8> {
+    let mut header = MAGIC.to_vec();
+    header.extend_from_slice(&SCHEMA_VERSION.to_le_bytes());
+    header
+}
+
 /// Encodes one frame around `payload` into `out`.
 pub fn encode_frame(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -133,6 +144,11 @@ pub fn open(
         .open(&path)
         .map_err(io(dir))?;
     let dir_lock = lock(dir)?;
+    // A compaction that did not finish: the log it would have replaced is whole.
+    match std::fs::remove_file(dir.join(COMPACTING_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(dir)(e)),
+        _ => {}
+    }
     let len = file.metadata().map_err(io(dir))?.len();
     let mut found = Recovered {
         dir_lock: Some(dir_lock),
@@ -144,9 +160,7 @@ pub fn open(
             return Err(DataDirError::NotOurs(dir.to_path_buf(), path));
         }
         file.set_len(0).map_err(io(dir))?;
-        let mut header = MAGIC.to_vec();
-        header.extend_from_slice(&SCHEMA_VERSION.to_le_bytes());
-        file.write_all(&header).map_err(io(dir))?;
+        file.write_all(&header()).map_err(io(dir))?;
         file.sync_all().map_err(io(dir))?;
         if let Ok(d) = File::open(dir) {
             let _ = d.sync_all();

@@ -18,6 +18,7 @@
 //! requests share one `write` and one `fdatasync`.
 
 pub mod commit;
+pub mod compact;
 pub mod file;
 pub mod record;
 pub mod recovery;

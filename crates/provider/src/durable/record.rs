@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::state::ledger::LedgerTotals;
 use crate::stripe::params::{as_json, Params};
 
 /// One change to the provider's state. Externally tagged (`{"commit":{…}}`): an
@@ -27,6 +28,13 @@ pub enum Record {
     /// retires the same at the same point of the log, so that memory follows the live
     /// window while the history is replayed and the state is the one the provider had.
     Retired { cutoff_ms: u64 },
+    /// What the ledger had counted at this point of the log (compaction writes it where
+    /// it left writes out, so that the counts of those writes survive them): recovery
+    /// sets the ledger's totals to it.
+    Totals(LedgerTotals),
+    /// The ledger's last sequence number before the next write (compaction writes it
+    /// where it left writes out that had taken some): recovery sets it.
+    Sequence { ledger: u64 },
 }
 
 /// A write request that ran its operation: enough to run it again on the same state
@@ -196,6 +204,16 @@ mod tests {
             Record::Retired {
                 cutoff_ms: 1_700_000_000_000,
             },
+            Record::Totals(LedgerTotals {
+                charges: 3,
+                refunds: 1,
+                captured: vec![("usd".into(), 1500)],
+                refunded: vec![("usd".into(), 500)],
+                blocked_duplicates: 1,
+                retired_correlation_ids: 2,
+                seq: 9,
+            }),
+            Record::Sequence { ledger: 7 },
         ];
         // A path with two ids (a refund updated under its charge).
         let Record::Commit(c) = &records[0] else { unreachable!() };

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::app::Provider;
 use crate::config::Config;
+use crate::durable::compact::{Kind, Meta};
 use crate::durable::file::{self, DataDirError, Recovered};
 use crate::durable::record::Commit;
 use crate::durable::{DataLog, Fsync, Record};
@@ -26,6 +27,7 @@ use crate::resources::events::object::Event;
 use crate::resources::events::store::{Deferred, Publisher};
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock;
+use crate::state::trace::{self, Touch};
 use crate::stripe::cards::Decline;
 use crate::stripe::ids::{self, ApiKey, CorrelationId, RequestId};
 use fauxpay_faults as faults;
@@ -115,9 +117,24 @@ pub fn open(
         app.reserve(payments_in_log(dir));
     }
     let mut replay = Replay::new(&app);
-    let (log_file, mut found) = file::open(dir, |_, _, payload| {
+    // With --retain the log is compacted: what compaction needs of each record is kept,
+    // and the keys each write touches are noted as it runs again.
+    let mut metas = retain.map(|_| Vec::new());
+    replay.trace = metas.is_some();
+    let (log_file, mut found) = file::open(dir, |_, offset, payload| {
         let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
-        replay.apply(record)
+        let seq = replay.app.payments.ledger.last_seq();
+        let meta = metas
+            .as_ref()
+            .map(|_| Meta::of(&record, offset, 8 + payload.len() as u64, Vec::new(), seq));
+        let touched = replay.apply(record)?;
+        if let (Some(metas), Some(mut meta)) = (metas.as_mut(), meta) {
+            if let Kind::Commit { touched: t, .. } = &mut meta.kind {
+                *t = touched.into_boxed_slice();
+            }
+            metas.push(meta);
+        }
+        Ok(())
     })?;
     let resumed = replay.resume_deliveries();
     let (commits, diverged, first_divergence, repeats) = (
@@ -127,10 +144,16 @@ pub fn open(
         replay.repeats,
     );
     drop(replay);
-    let log = DataLog::start(log_file, fsync).map_err(|source| DataDirError::Io {
+    let log = DataLog::start(log_file, fsync, metas).map_err(|source| DataDirError::Io {
         dir: dir.to_path_buf(),
         source,
     })?;
+    if log.compacts() {
+        let _ = app.compaction.dir.set(dir.to_path_buf());
+        app.compaction
+            .compacted_end
+            .store(log.end(), std::sync::atomic::Ordering::Relaxed);
+    }
     log.hold_lock(found.dir_lock.take());
     app.attach_data_log(log);
     let Recovered {
@@ -195,6 +218,8 @@ struct Replay<'a> {
     /// Events a `retired` record removed while deliveries of theirs were still pending:
     /// the running provider kept delivering them, so recovery resumes them too.
     orphans: Vec<Deferred>,
+    /// Whether the keys each write touches are noted (for compaction).
+    trace: bool,
 }
 
 impl<'a> Replay<'a> {
@@ -211,6 +236,7 @@ impl<'a> Replay<'a> {
             repeats: 0,
             seen_order: app.config.retain.map(|_| std::collections::VecDeque::new()),
             orphans: Vec::new(),
+            trace: false,
         }
     }
 
@@ -257,19 +283,21 @@ impl<'a> Replay<'a> {
         }
     }
 
-    fn apply(&mut self, record: Record) -> Result<(), String> {
+    /// Runs `record` again; returns the keys it touched (a write's, when tracing).
+    fn apply(&mut self, record: Record) -> Result<Vec<Touch>, String> {
+        let mut touched = Vec::new();
         match record {
             Record::Commit(c) => {
                 let request_id =
                     RequestId::parse(&c.request_id).ok_or_else(|| format!("request id {}", c.request_id))?;
                 if !self.seen.insert(request_id) {
                     self.repeats += 1;
-                    return Ok(());
+                    return Ok(touched);
                 }
                 if let Some(order) = &mut self.seen_order {
                     order.push_back((c.at_ms, request_id));
                 }
-                self.commit(*c, request_id)?;
+                touched = self.commit(*c, request_id)?;
                 self.commits += 1;
             }
             Record::Attempt { identity, n, at_ms } => {
@@ -288,11 +316,13 @@ impl<'a> Replay<'a> {
             Record::Delivered { event, url, ok } => {
                 self.ended.insert((event, url), ok);
             }
+            Record::Totals(totals) => self.app.payments.ledger.set_totals(&totals),
+            Record::Sequence { ledger } => self.app.payments.ledger.set_last_seq(ledger),
         }
-        Ok(())
+        Ok(touched)
     }
 
-    fn commit(&mut self, c: Commit, request_id: RequestId) -> Result<(), String> {
+    fn commit(&mut self, c: Commit, request_id: RequestId) -> Result<Vec<Touch>, String> {
         let verb = match c.verb.as_str() {
             "POST" => Verb::Post,
             "DELETE" => Verb::Delete,
@@ -338,9 +368,15 @@ impl<'a> Replay<'a> {
                 .faults
                 .restore_attempt(&identity, n, self.now, self.age(c.at_ms));
         }
-        let (result, _) = ids::scripted(Some(c.tokens), || {
-            clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
-        });
+        let run = || {
+            ids::scripted(Some(c.tokens), || {
+                clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
+            })
+        };
+        let ((result, _), touched) = match self.trace {
+            true => trace::touched(run),
+            false => (run(), Vec::new()),
+        };
         let now = status_of(&result);
         if let Some(was) = c.status.filter(|was| *was != now) {
             self.diverged += 1;
@@ -362,7 +398,7 @@ impl<'a> Replay<'a> {
                 self.age(c.at_ms),
             );
         }
-        Ok(())
+        Ok(touched)
     }
 
     /// Publishes the events whose deliveries had not ended; the others count as they
@@ -541,6 +577,165 @@ mod tests {
         let (plain, _) = open(Config::default(), Some(&dir), Fsync::Never).unwrap();
         assert_eq!(plain.payments.intents.len(), live.0);
         plain.durable().unwrap().close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Everything the provider keeps, in a form two providers can be compared by (ids,
+    /// times and fields; sequence numbers and hashes left out).
+    fn state_of(app: &Provider) -> Vec<String> {
+        use crate::state::table::Cursor;
+        let p = &app.payments;
+        let all = usize::MAX - 1;
+        vec![
+            format!("{:?}", p.intents.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.charges.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.refunds.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.customers.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.payment_methods.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.products.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.prices.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.events.table.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.ledger.records(&Default::default())),
+            format!("{:?} {}", p.ledger.totals(), p.ledger.duplicate_group_count()),
+            format!("{}", app.idempotency.len()),
+        ]
+    }
+
+    #[test]
+    fn a_compacted_log_recovers_the_same_state_from_far_fewer_records() {
+        let dir = empty_dir("fauxpay-compact");
+        let config = || Config {
+            retain: Some(Duration::from_secs(10)),
+            ..Config::default()
+        };
+        let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        assert!(app.durable().unwrap().compacts());
+        let base = clock::now_ms() - 200_000;
+        let pay = |at: u64, order: &str| {
+            write(
+                &app,
+                at,
+                Verb::Post,
+                "/v1/payment_intents",
+                "",
+                &format!("amount=500&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]={order}"),
+            )
+        };
+        // Kept for good: a customer with a saved card, a product and its price, and a
+        // duplicate group (one order charged twice).
+        let customer = write(
+            &app,
+            base,
+            Verb::Post,
+            "/v1/customers",
+            "",
+            "email=a@b.co&payment_method=pm_card_visa",
+        );
+        let cus = customer["id"].as_str().unwrap().to_string();
+        let product = write(&app, base, Verb::Post, "/v1/products", "", "name=Tee");
+        let prod = product["id"].as_str().unwrap().to_string();
+        write(
+            &app,
+            base + 1,
+            Verb::Post,
+            "/v1/prices",
+            "",
+            &format!("product={prod}&unit_amount=900&currency=usd"),
+        );
+        pay(base + 2_000, "twice");
+        pay(base + 3_000, "twice");
+        // A minute of payments, a sweep every 5 s.
+        assert!(soak(&app, base + 10_000, 60, "a") > 0);
+        // An intent made before the window and confirmed inside it: its charge stays
+        // live while the intent leaves, so its confirm (kept) needs its creation (kept).
+        let late = base + 100_000;
+        let made = write(
+            &app,
+            late,
+            Verb::Post,
+            "/v1/payment_intents",
+            "",
+            "amount=700&currency=usd&metadata[order_id]=slow",
+        );
+        let pi = made["id"].as_str().unwrap().to_string();
+        write(
+            &app,
+            late + 9_000,
+            Verb::Post,
+            "/v1/payment_intents/{id}/confirm",
+            &pi,
+            "payment_method=pm_card_visa",
+        );
+        crate::durable::commit::retire_logged(&app, late + 4_000);
+        let pi_id = crate::stripe::ids::PaymentIntentId::parse(&pi).unwrap();
+        assert!(app.payments.intents.get(&pi_id).is_none(), "the intent left memory");
+        // The saved card charged again, and a refund of a live charge.
+        let card = app
+            .payments
+            .payment_methods
+            .page(crate::state::table::Cursor::Start, 1, |pm| {
+                matches!(
+                    pm.attachment,
+                    crate::resources::payment_methods::object::Attachment::Customer(_)
+                )
+            })
+            .items[0]
+            .id
+            .to_string();
+        let charged = write(
+            &app,
+            late + 9_500,
+            Verb::Post,
+            "/v1/payment_intents",
+            "",
+            &format!(
+                "amount=800&currency=usd&confirm=true&customer={cus}&payment_method={card}&metadata[order_id]=saved"
+            ),
+        );
+        assert_eq!(charged["status"], "succeeded");
+        let ch = charged["latest_charge"].as_str().unwrap().to_string();
+        write(
+            &app,
+            late + 9_600,
+            Verb::Post,
+            "/v1/refunds",
+            "",
+            &format!("charge={ch}&amount=300"),
+        );
+        let before = state_of(&app);
+        let log_before = std::fs::metadata(dir.join(file::LOG_FILE)).unwrap().len();
+
+        let done = crate::durable::compact::run(&app, &dir).unwrap();
+        assert!(
+            done.records_after * 3 < done.records_before,
+            "{} records of {} kept",
+            done.records_after,
+            done.records_before
+        );
+        assert!(
+            done.bytes_after * 2 < log_before,
+            "{} bytes of {log_before}",
+            done.bytes_after
+        );
+        assert_eq!(state_of(&app), before, "compaction changes nothing in memory");
+        // Written after the compaction, in the new file.
+        pay(late + 9_700, "after");
+        let after = state_of(&app);
+        app.durable().unwrap().close();
+        drop(app);
+
+        let (again, summary) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        let summary = summary.unwrap();
+        assert_eq!(summary.diverged, 0, "{:?}", summary.first_divergence);
+        assert_eq!(state_of(&again), after, "the state the provider had");
+        // Compacted again (now from the recovered records), and still the same.
+        crate::durable::compact::run(&again, &dir).unwrap();
+        again.durable().unwrap().close();
+        drop(again);
+        let (third, summary) = open(config(), Some(&dir), Fsync::Never).unwrap();
+        assert_eq!(summary.unwrap().diverged, 0);
+        assert_eq!(state_of(&third), after);
+        third.durable().unwrap().close();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::watch;
 
+use super::compact::Meta;
 use super::file::encode_frame;
 use super::record::Record;
+use crate::state::trace::Touch;
 
 /// A record's position in the log: the n-th record appended since start.
 pub type Lsn = u64;
@@ -68,6 +70,32 @@ struct Pending {
     /// The last Lsn handed out.
     last: Lsn,
     closing: bool,
+    /// Where the log file ends once everything appended is written.
+    end: u64,
+    /// With compaction on: what compaction needs to know of each record in the file, in
+    /// order (those of the part being compacted are taken out while it runs).
+    metas: Option<Vec<Meta>>,
+    /// A compacted log for the writer to put in the file's place.
+    swap: Option<Swap>,
+}
+
+/// A compacted log ready to take the log file's place (see [`DataLog::swap`]).
+pub struct Swap {
+    /// The compacted file, open for appending, and its path (beside the log).
+    pub file: File,
+    pub temp: std::path::PathBuf,
+    /// The log file's path.
+    pub path: std::path::PathBuf,
+    /// The end of the compacted part in the old file, and of its rewrite in the new one.
+    pub old_prefix_end: u64,
+    pub new_prefix_end: u64,
+    /// How far the old file is already copied into the new one (its tail after
+    /// `old_prefix_end`); the writer copies the rest.
+    pub copied_to: u64,
+    /// The records of the new file's compacted part.
+    pub metas: Vec<Meta>,
+    /// Told whether the new file took the log's place (else the metas are given back).
+    pub done: std::sync::mpsc::Sender<Result<u64, (Vec<Meta>, String)>>,
 }
 
 /// The log being appended to; see the module docs.
@@ -87,16 +115,30 @@ pub struct DataLog {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The data dir's lock, held while the log lives.
     dir_lock: Mutex<Option<File>>,
+    /// Where the writer has written the file to (every byte before it is in the file).
+    written: Mutex<u64>,
+    written_cv: Condvar,
+    /// Set by [`DataLog::close`].
+    closed: AtomicBool,
+    /// Whether records are kept for compaction.
+    compacts: bool,
 }
 
 impl DataLog {
-    /// Starts the writer on `file` (positioned at its end).
-    pub fn start(file: File, fsync: Fsync) -> std::io::Result<Arc<Self>> {
+    /// Starts the writer on `file` (positioned at its end). `metas`, with compaction on,
+    /// are those of the records already in the file.
+    pub fn start(mut file: File, fsync: Fsync, metas: Option<Vec<Meta>>) -> std::io::Result<Arc<Self>> {
+        use std::io::Seek;
+        let end = file.stream_position()?;
+        let compacts = metas.is_some();
         let log = Arc::new(Self {
             pending: Mutex::new(Pending {
                 buf: Vec::with_capacity(1 << 16),
                 last: 0,
                 closing: false,
+                end,
+                metas,
+                swap: None,
             }),
             wake: Condvar::new(),
             durable: watch::channel(0).0,
@@ -106,6 +148,10 @@ impl DataLog {
             commit: Mutex::new(()),
             writer: Mutex::new(None),
             dir_lock: Mutex::new(None),
+            written: Mutex::new(end),
+            written_cv: Condvar::new(),
+            closed: AtomicBool::new(false),
+            compacts,
         });
         let me = log.clone();
         let handle = std::thread::Builder::new()
@@ -127,8 +173,20 @@ impl DataLog {
 
     /// Appends `record`; returns its Lsn (wait for it with [`DataLog::durable`]).
     pub fn append(&self, record: &Record) -> Lsn {
+        self.append_touching(record, Vec::new(), 0)
+    }
+
+    /// Appends a write's `record` with the keys its operation touched and the ledger's
+    /// last sequence number before it ran (kept for compaction when it is on).
+    pub fn append_touching(&self, record: &Record, touched: Vec<Touch>, ledger_seq: u64) -> Lsn {
         let payload = record.to_bytes();
         let mut p = self.pending.lock();
+        let offset = p.end;
+        let len = 8 + payload.len() as u64;
+        p.end += len;
+        if let Some(metas) = p.metas.as_mut() {
+            metas.push(Meta::of(record, offset, len, touched, ledger_seq));
+        }
         encode_frame(&payload, &mut p.buf);
         p.last += 1;
         let lsn = p.last;
@@ -140,6 +198,63 @@ impl DataLog {
     /// The last Lsn handed out.
     pub fn appended(&self) -> Lsn {
         self.pending.lock().last
+    }
+
+    /// Whether records are kept for compaction (`--retain` with a data dir).
+    pub fn compacts(&self) -> bool {
+        self.compacts
+    }
+
+    /// Where the file ends once everything appended so far is written.
+    pub fn end(&self) -> u64 {
+        self.pending.lock().end
+    }
+
+    /// Takes the records appended so far out for compaction: where they end, and what
+    /// is known of them (`None` with compaction off). Call it under the commit lock, so
+    /// that no write is half made.
+    pub fn take_metas(&self) -> Option<(u64, Vec<Meta>)> {
+        let mut p = self.pending.lock();
+        let end = p.end;
+        p.metas.as_mut().map(|m| (end, std::mem::take(m)))
+    }
+
+    /// Runs `f` on the records appended since [`DataLog::take_metas`].
+    pub fn with_metas<R>(&self, f: impl FnOnce(&[Meta]) -> R) -> R {
+        f(self.pending.lock().metas.as_deref().unwrap_or_default())
+    }
+
+    /// Puts records taken by [`DataLog::take_metas`] back in front (compaction gave up).
+    pub fn untake_metas(&self, mut taken: Vec<Meta>) {
+        if let Some(metas) = self.pending.lock().metas.as_mut() {
+            taken.append(metas);
+            *metas = taken;
+        }
+    }
+
+    /// Blocks until the file holds every byte before `offset` (or the log fails or
+    /// closes first: false).
+    pub fn wait_written(&self, offset: u64) -> bool {
+        let mut written = self.written.lock();
+        while *written < offset {
+            if self.failed.load(Ordering::Acquire) || self.closed.load(Ordering::Acquire) {
+                return false;
+            }
+            self.written_cv.wait_for(&mut written, Duration::from_millis(100));
+        }
+        true
+    }
+
+    /// Where the file is written to now.
+    pub fn written(&self) -> u64 {
+        *self.written.lock()
+    }
+
+    /// Hands a compacted log to the writer, which copies the rest of the old file's tail
+    /// into it and puts it in the file's place before its next write.
+    pub fn swap(&self, swap: Swap) {
+        self.pending.lock().swap = Some(swap);
+        self.wake.notify_one();
     }
 
     /// Resolves once every record up to `lsn` is durable (as `--fsync` says), or at once
@@ -170,6 +285,7 @@ impl DataLog {
 
     /// Writes what is pending, syncs, and stops the writer (at shutdown).
     pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         self.pending.lock().closing = true;
         self.wake.notify_one();
         if let Some(handle) = self.writer.lock().take() {
@@ -188,7 +304,44 @@ impl DataLog {
         loop {
             let mut p = self.pending.lock();
             let failing = self.failed.load(Ordering::Acquire);
-            while p.buf.is_empty() && spare.is_empty() && !p.closing {
+            if let Some(swap) = p.swap.take() {
+                let Swap {
+                    file: new,
+                    temp,
+                    path,
+                    old_prefix_end,
+                    new_prefix_end,
+                    copied_to,
+                    metas: compacted,
+                    done,
+                } = swap;
+                let result = match failing || p.closing {
+                    true => Err("the log is failing or closing".to_string()),
+                    false => Self::take_place(&mut file, good, new, copied_to, &temp, &path).map_err(|e| e.to_string()),
+                };
+                match result {
+                    Ok(new_len) => {
+                        good = new_len;
+                        let shift = |offset: u64| offset - old_prefix_end + new_prefix_end;
+                        p.end = shift(p.end);
+                        if let Some(metas) = p.metas.as_mut() {
+                            for m in metas.iter_mut() {
+                                m.offset = shift(m.offset);
+                            }
+                            let mut all = compacted;
+                            all.append(metas);
+                            *metas = all;
+                        }
+                        *self.written.lock() = good;
+                        let _ = done.send(Ok(good));
+                    }
+                    Err(e) => {
+                        let _ = std::fs::remove_file(&temp);
+                        let _ = done.send(Err((compacted, e)));
+                    }
+                }
+            }
+            while p.buf.is_empty() && spare.is_empty() && !p.closing && p.swap.is_none() {
                 // With unsynced writes, wake in time for the batch sync.
                 if unsynced && fsync == Fsync::Batch {
                     let left = BATCH_SYNC.saturating_sub(last_sync.elapsed());
@@ -241,6 +394,8 @@ impl DataLog {
                 Ok(()) => {
                     good += spare.len() as u64;
                     spare.clear();
+                    *self.written.lock() = good;
+                    self.written_cv.notify_all();
                     if failing {
                         *self.failure.lock() = None;
                         self.failed.store(false, Ordering::Release);
@@ -277,6 +432,40 @@ impl DataLog {
     }
 }
 
+impl DataLog {
+    /// The writer's part of a swap: copies the old file's tail from `swap.copied_to` to
+    /// `good` into `new`, syncs it, renames it over the log and syncs the directory, and
+    /// makes it the file written to. Returns the new file's length. (`copied_to`: how far
+    /// the old file's tail is in `new` already.)
+    fn take_place(
+        file: &mut File,
+        good: u64,
+        mut new: File,
+        copied_to: u64,
+        temp: &std::path::Path,
+        path: &std::path::Path,
+    ) -> std::io::Result<u64> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::FileExt;
+        let mut at = copied_to;
+        let mut buf = vec![0u8; 1 << 20];
+        while at < good {
+            let n = buf.len().min((good - at) as usize);
+            file.read_exact_at(&mut buf[..n], at)?;
+            new.write_all(&buf[..n])?;
+            at += n as u64;
+        }
+        new.sync_all()?;
+        std::fs::rename(temp, path)?;
+        if let Some(dir) = path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+        let len = new.seek(SeekFrom::End(0))?;
+        *file = new;
+        Ok(len)
+    }
+}
+
 impl Drop for DataLog {
     fn drop(&mut self) {
         self.close();
@@ -293,7 +482,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         for fsync in [Fsync::Always, Fsync::Batch, Fsync::Never] {
             let (file, _) = super::super::file::open(&dir, |_, _, _| Ok(())).unwrap();
-            let log = DataLog::start(file, fsync).unwrap();
+            let log = DataLog::start(file, fsync, None).unwrap();
             let lsns: Vec<Lsn> = (0..100)
                 .map(|i| {
                     log.append(&Record::Attempt {

@@ -101,6 +101,10 @@ async fn health(State(app): State<AppState>) -> Response {
         "ledger_schema_version": LEDGER_SCHEMA_VERSION,
         "payment_intents": app.payments.intents.len(),
         "idempotency_keys": app.idempotency.len(),
+        "data_log": app.durable().map(|log| json!({
+            "bytes": log.end(),
+            "compactions": app.compaction.runs.load(std::sync::atomic::Ordering::Relaxed),
+        })),
     }))
     .into_response()
 }

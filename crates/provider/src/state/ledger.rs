@@ -24,6 +24,7 @@ use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::idempotency::key::IdempotencyKey;
 use crate::state::clock::now_ms;
 use crate::state::shard::{self, Hasher, Sharded};
+use crate::state::trace::{self, Touch};
 use crate::stripe::ids::{ChargeId, CheckoutSessionId, CorrelationId, PaymentIntentId, RefundId, RequestId, Token};
 use crate::stripe::money::Currency;
 
@@ -252,7 +253,6 @@ impl RecordFilter {
 }
 
 /// The ledger of all money movements.
-#[derive(Default)]
 pub struct Ledger {
     shards: Sharded<Shard>,
     /// Hashes correlation ids for the groups' tables.
@@ -262,6 +262,42 @@ pub struct Ledger {
     /// Correlation ids whose only charge left memory (`--retain`): the summary still
     /// counts them (its other counts and amounts are each shard's [`Totals`]).
     retired_correlation_ids: AtomicU64,
+    /// This ledger's tag in the keys a write touched ([`trace`]).
+    tag: u16,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            shards: Sharded::default(),
+            hasher: Hasher::default(),
+            next_seq: AtomicU64::new(0),
+            blocked_duplicates: AtomicU64::new(0),
+            retired_correlation_ids: AtomicU64::new(0),
+            tag: trace::new_tag(),
+        }
+    }
+}
+
+/// The key a write that records an over-refund touches (over-refunds are kept until a
+/// reset, whatever `--retain` says).
+const OVER_REFUNDS: u64 = u64::MAX;
+
+/// Everything the ledger has counted since the start (or the last reset), beyond the
+/// records it holds: what the data dir's compaction writes down (`Record::Totals`) for
+/// the writes it leaves out of the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LedgerTotals {
+    pub charges: u64,
+    pub refunds: u64,
+    /// Amounts captured, by currency code.
+    pub captured: Vec<(String, u64)>,
+    pub refunded: Vec<(String, u64)>,
+    pub blocked_duplicates: u64,
+    pub retired_correlation_ids: u64,
+    /// The last sequence number given to a movement.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// How many movements of each kind the ledger holds.
@@ -303,6 +339,7 @@ impl Ledger {
         };
         let group = correlation_id.map(|c| {
             let hash = self.hasher.hash_one(c);
+            trace::write(self.tag, hash);
             (hash, shard.latest(hash, c))
         });
         LedgerEntry {
@@ -479,6 +516,87 @@ impl Ledger {
         gone
     }
 
+    /// Adds the touch of every correlation id with records here now (and of the
+    /// over-refunds, when there are any) to `live` (compaction's liveness).
+    pub fn live_keys(&self, live: &mut impl Extend<Touch>) {
+        for s in self.shards.iter() {
+            let shard = s.lock();
+            live.extend(
+                shard
+                    .records
+                    .iter()
+                    .filter_map(|r| r.correlation_id.as_ref())
+                    .map(|c| Touch::key(self.tag, self.hasher.hash_one(c))),
+            );
+            if !shard.over_refunds.is_empty() {
+                live.extend([Touch::key(self.tag, OVER_REFUNDS)]);
+            }
+        }
+    }
+
+    /// What the ledger has counted so far (see [`LedgerTotals`]).
+    pub fn totals(&self) -> LedgerTotals {
+        let mut all = LedgerTotals {
+            blocked_duplicates: self.blocked_duplicates.load(Ordering::Relaxed),
+            retired_correlation_ids: self.retired_correlation_ids.load(Ordering::Relaxed),
+            seq: self.last_seq(),
+            ..LedgerTotals::default()
+        };
+        let add = |into: &mut Vec<(String, u64)>, from: &[(&'static str, u64)]| {
+            for (currency, sum) in from {
+                match into.iter_mut().find(|(c, _)| c == currency) {
+                    Some((_, s)) => *s += sum,
+                    None => into.push(((*currency).to_owned(), *sum)),
+                }
+            }
+        };
+        for s in self.shards.iter() {
+            let shard = s.lock();
+            all.charges += shard.totals.charges;
+            all.refunds += shard.totals.refunds;
+            add(&mut all.captured, &shard.totals.captured);
+            add(&mut all.refunded, &shard.totals.refunded);
+        }
+        all
+    }
+
+    /// Makes [`Ledger::totals`] answer `totals` from now on (recovery of a compacted log,
+    /// whose left-out writes counted them). A currency fauxpay does not know is skipped.
+    pub fn set_totals(&self, totals: &LedgerTotals) {
+        let known = |sums: &[(String, u64)]| -> Vec<(&'static str, u64)> {
+            sums.iter()
+                .filter_map(|(c, n)| Currency::parse(c).ok().map(|c| (c.code(), *n)))
+                .collect()
+        };
+        for (i, s) in self.shards.iter().enumerate() {
+            s.lock().totals = match i {
+                0 => Totals {
+                    charges: totals.charges,
+                    refunds: totals.refunds,
+                    captured: known(&totals.captured),
+                    refunded: known(&totals.refunded),
+                },
+                _ => Totals::default(),
+            };
+        }
+        self.blocked_duplicates
+            .store(totals.blocked_duplicates, Ordering::Relaxed);
+        self.retired_correlation_ids
+            .store(totals.retired_correlation_ids, Ordering::Relaxed);
+        self.set_last_seq(totals.seq);
+    }
+
+    /// The last sequence number given to a movement (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq.load(Ordering::Relaxed)
+    }
+
+    /// Makes the next movement's sequence number `seq + 1` (recovery of a compacted log,
+    /// where left-out writes had taken the numbers between).
+    pub fn set_last_seq(&self, seq: u64) {
+        self.next_seq.store(seq, Ordering::Relaxed);
+    }
+
     /// Forgets everything (`POST /__fauxpay/reset`).
     pub fn clear(&self) {
         for shard in self.shards.iter() {
@@ -557,6 +675,7 @@ impl LedgerEntry<'_> {
     }
 
     pub fn append_over_refund(&mut self, o: OverRefund) {
+        trace::write(self.ledger.tag, OVER_REFUNDS);
         self.shard.over_refunds.push(o);
     }
 }

@@ -8,3 +8,4 @@ pub mod ledger;
 pub mod payments;
 pub mod shard;
 pub mod table;
+pub mod trace;

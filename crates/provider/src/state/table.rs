@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use hashbrown::HashTable;
 
 use crate::state::shard::{self, Hasher, Sharded};
+use crate::state::trace::{self, Touch};
 
 /// A value that knows its own key (an object knows its id).
 pub trait Keyed {
@@ -77,6 +78,8 @@ pub struct Table<V> {
     shards: Sharded<Shard<V>>,
     hasher: Hasher,
     next_seq: AtomicU64,
+    /// This table's tag in the keys a write touched ([`trace`]).
+    tag: u16,
 }
 
 impl<V> Default for Table<V> {
@@ -85,6 +88,7 @@ impl<V> Default for Table<V> {
             shards: Sharded::default(),
             hasher: Hasher::default(),
             next_seq: AtomicU64::new(1),
+            tag: trace::new_tag(),
         }
     }
 }
@@ -98,6 +102,7 @@ impl<V: Keyed + Clone> Table<V> {
     pub fn insert(&self, value: V) {
         let key = value.key();
         let hash = self.hash(&key);
+        trace::write(self.tag, hash);
         let mut shard = self.shards.lock(&key);
         if let Some(i) = shard.position(hash, &key) {
             shard.rows[i].1 = value;
@@ -115,6 +120,7 @@ impl<V: Keyed + Clone> Table<V> {
     pub fn insert_new(&self, value: V) -> bool {
         let key = value.key();
         let hash = self.hash(&key);
+        trace::write(self.tag, hash);
         let mut shard = self.shards.lock(&key);
         if shard.position(hash, &key).is_some() {
             return false;
@@ -142,12 +148,14 @@ impl<V: Keyed + Clone> Table<V> {
 
     pub fn get(&self, key: &V::Key) -> Option<V> {
         let hash = self.hash(key);
+        trace::read(self.tag, hash);
         let shard = self.shards.lock(key);
         shard.position(hash, key).map(|i| shard.rows[i].1.clone())
     }
 
     pub fn seq_of(&self, key: &V::Key) -> Option<u64> {
         let hash = self.hash(key);
+        trace::read(self.tag, hash);
         let shard = self.shards.lock(key);
         shard.position(hash, key).map(|i| shard.rows[i].0)
     }
@@ -156,6 +164,7 @@ impl<V: Keyed + Clone> Table<V> {
     /// `f` must not change the object's key.
     pub fn update<R>(&self, key: &V::Key, f: impl FnOnce(&mut V) -> R) -> Option<R> {
         let hash = self.hash(key);
+        trace::write(self.tag, hash);
         let mut shard = self.shards.lock(key);
         let i = shard.position(hash, key)?;
         Some(f(&mut shard.rows[i].1))
@@ -163,6 +172,29 @@ impl<V: Keyed + Clone> Table<V> {
 
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().rows.len()).sum()
+    }
+
+    /// The touch of `key` in this table, as a write noted it (compaction's liveness).
+    pub fn touch_of(&self, key: &V::Key) -> Touch {
+        Touch::key(self.tag, self.hash(key))
+    }
+
+    /// This table's tag in touches.
+    pub fn tag(&self) -> u16 {
+        self.tag
+    }
+
+    /// Adds the touch of every key stored now to `live` (compaction's liveness).
+    pub fn live_keys(&self, live: &mut impl Extend<Touch>) {
+        for s in self.shards.iter() {
+            let shard = s.lock();
+            live.extend(
+                shard
+                    .rows
+                    .iter()
+                    .map(|(_, v)| Touch::key(self.tag, self.hasher.hash_one(v.key()))),
+            );
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -200,6 +232,7 @@ impl<V: Keyed + Clone> Table<V> {
 
     /// A page of at most `limit` objects matching `keep`, newest first.
     pub fn page(&self, cursor: Cursor, limit: usize, keep: impl Fn(&V) -> bool) -> Page<V> {
+        trace::scan(self.tag);
         let mut found: Vec<(u64, V)> = Vec::new();
         for shard in self.shards.iter() {
             let shard = shard.lock();
