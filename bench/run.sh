@@ -540,6 +540,8 @@ if has_row restart; then
   fill_payments 1000000000 "$RESTART_SECS" restart-wrk.log
   charges=$CHARGES
   rss_running=$(rss_kb "$SERVER_PID")
+  # How often the log was compacted during the soak (and how big it is now).
+  compactions=$(curl -s "$SERVER_URL/__fauxpay/health" | jq -r '.data_log.compactions // "?"')
   kill -KILL "$SERVER_PID" 2>/dev/null || true
   wait "$SERVER_PID" 2>/dev/null || true
   size=$(du -sm "$DATA_DIR" | cut -f1)
@@ -552,7 +554,7 @@ if has_row restart; then
   rm -rf "$DATA_DIR"
   r=$(calc "$peak / $rss_running")
   row "provider: restart after a ${RESTART_SECS}s --retain soak ($charges payments, $size MB of log)" "$(fmt "$took" 1) s, peak $(fmt "$(calc "$peak / 1024")") MB" "$(fmt "$(calc "$rss_running / 1024")") MB running" "$(fmt "$r" 2)" "≤ 1.50, ≤ 5 s" "$( [ "$(le "$r" 1.5)" = 1 ] && [ "$(le "$took" 5)" = 1 ] && echo 1 || echo 0)"
-  RAW+=("restart: $charges payments in ${RESTART_SECS}s (--retain $SOAK_RETAIN, --key-ttl $SOAK_KEY_TTL), log $size MB, running RSS $rss_running kB; kill -9, restart until listening $took s, peak RSS $peak kB")
+  RAW+=("restart: $charges payments in ${RESTART_SECS}s (--retain $SOAK_RETAIN, --key-ttl $SOAK_KEY_TTL), $compactions compactions, log $size MB at the kill, running RSS $rss_running kB; kill -9, restart until listening $took s, peak RSS $peak kB")
 fi
 
 if has_row hold; then

@@ -51,7 +51,7 @@ pub fn execute_logged(
     let ledger_seq = app.payments.ledger.last_seq();
     let ((result, tokens), touched) = match log.compacts() {
         true => trace::touched(run),
-        false => (run(), Vec::new()),
+        false => (run(), trace::Touched::default()),
     };
     if !matches!(&result, Err(e) if !e.executed) {
         let attempt = call.attempt;

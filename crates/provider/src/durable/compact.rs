@@ -34,7 +34,7 @@ use crate::durable::file::{self, encode_frame};
 use crate::durable::writer::Swap;
 use crate::durable::Record;
 use crate::state::ledger::LedgerTotals;
-use crate::state::trace::Touch;
+use crate::state::trace::{Touch, Touched};
 
 /// What compaction needs to know of one record of the log, kept beside it in memory.
 #[derive(Debug, Clone)]
@@ -57,6 +57,8 @@ pub enum Kind {
         counted: Option<(String, u32)>,
         /// The keys its operation touched.
         touched: Box<[Touch]>,
+        /// The events it made that owed deliveries, with how many each.
+        owed: Box<[(Touch, u32)]>,
         /// The ledger's last sequence number before it ran.
         ledger_seq: u64,
     },
@@ -78,7 +80,7 @@ pub enum Kind {
 impl Meta {
     /// What is known of `record`, whose frame of `len` bytes was appended at `offset`,
     /// having touched `touched`.
-    pub fn of(record: &Record, offset: u64, len: u64, touched: Vec<Touch>, ledger_seq: u64) -> Self {
+    pub fn of(record: &Record, offset: u64, len: u64, touched: Touched, ledger_seq: u64) -> Self {
         let kind = match record {
             Record::Commit(c) => Kind::Commit {
                 at_ms: c.at_ms,
@@ -88,7 +90,8 @@ impl Meta {
                     (None, Some(correlation), Some(n)) => Some((format!("correlation:{correlation}"), n)),
                     _ => None,
                 },
-                touched: touched.into_boxed_slice(),
+                touched: touched.keys.into_boxed_slice(),
+                owed: touched.owed.into_boxed_slice(),
                 ledger_seq,
             },
             Record::Attempt { at_ms, .. } => Kind::Attempt { at_ms: *at_ms },
@@ -129,10 +132,7 @@ pub struct Context<'a> {
     /// Wall-clock now, and the idempotency keys' (and attempt counts') TTL, in ms.
     pub now_ms: u64,
     pub ttl_ms: u64,
-    /// The events table's tag, the webhook endpoints there are now, and the deliveries
-    /// that ended in the records after the compacted part.
-    pub events_tag: u16,
-    pub endpoints: usize,
+    /// The deliveries that ended in the records after the compacted part.
     pub later_deliveries: &'a [(Touch, u64)],
     /// The touch of an event id (its key in the events table).
     pub event_touch: &'a dyn Fn(&str) -> Option<Touch>,
@@ -147,33 +147,30 @@ pub fn plan(metas: &[Meta], cx: Context<'_>) -> Vec<Step> {
         mut live,
         now_ms,
         ttl_ms,
-        events_tag,
-        endpoints,
         later_deliveries,
         event_touch,
         totals,
     } = cx;
     let young = |at_ms: u64| now_ms.saturating_sub(at_ms) < ttl_ms;
-    // Events whose deliveries have not all ended are still owed: live.
-    if endpoints > 0 {
-        let mut ended: HashSet<(Touch, u64)> = later_deliveries.iter().copied().collect();
-        for m in metas {
-            if let Kind::Delivered { event, url } = &m.kind {
-                if let Some(t) = event_touch(event) {
-                    ended.insert((t, *url));
-                }
+    // Events whose deliveries have not all ended are still owed: live (the running
+    // provider keeps delivering them, retired or not, and so does a restart).
+    let mut ended: HashSet<(Touch, u64)> = later_deliveries.iter().copied().collect();
+    for m in metas {
+        if let Kind::Delivered { event, url } = &m.kind {
+            if let Some(t) = event_touch(event) {
+                ended.insert((t, *url));
             }
         }
-        let mut ends: std::collections::HashMap<Touch, usize> = std::collections::HashMap::new();
-        for (t, _) in &ended {
-            *ends.entry(*t).or_default() += 1;
-        }
-        for m in metas {
-            if let Kind::Commit { touched, .. } = &m.kind {
-                for t in touched.iter().filter(|t| t.is_write() && t.tag() == events_tag) {
-                    if ends.get(&t.plain()).copied().unwrap_or(0) < endpoints {
-                        live.insert(t.plain());
-                    }
+    }
+    let mut ends: std::collections::HashMap<Touch, u32> = std::collections::HashMap::new();
+    for (t, _) in &ended {
+        *ends.entry(*t).or_default() += 1;
+    }
+    for m in metas {
+        if let Kind::Commit { owed, .. } = &m.kind {
+            for (event, wanted) in owed.iter() {
+                if ends.get(event).copied().unwrap_or(0) < *wanted {
+                    live.insert(*event);
                 }
             }
         }
@@ -261,6 +258,8 @@ pub enum CompactError {
     Io(#[from] std::io::Error),
     #[error("the writer did not take the compacted log: {0}")]
     Swap(String),
+    #[error("a --retain sweep ran while the log was being compacted; it is compacted at a later sweep")]
+    Raced,
 }
 
 /// Compacts the log of `app` now (see the module docs); blocks until it is done.
@@ -300,6 +299,8 @@ pub fn run(app: &Provider, dir: &std::path::Path) -> Result<Compacted, CompactEr
             }
         }
         Err(e) => {
+            // A partial rewrite (a full disk) is not left behind to fill it further.
+            let _ = std::fs::remove_file(dir.join(file::COMPACTING_FILE));
             log.untake_metas(metas);
             Err(e)
         }
@@ -337,25 +338,30 @@ fn rewrite(
     payments.ledger.live_keys(&mut live);
     let event_touch = |id: &str| crate::stripe::ids::EventId::parse(id).map(|id| payments.events.table.touch_of(&id));
     // What the records written since touched stays needed, and their ended deliveries count.
-    let later_deliveries = log.with_metas(|later| {
+    let (later_deliveries, raced) = log.with_metas(|later| {
         let mut ended = Vec::new();
+        let mut raced = false;
         for m in later {
             match &m.kind {
                 Kind::Commit { touched, .. } => live.extend(touched.iter().map(|t| t.plain())),
                 Kind::Delivered { event, url } => ended.extend(event_touch(event).map(|t| (t, *url))),
+                // A sweep ran since the cut: what it retired was live at the cut, and
+                // the totals were taken before it. Compact at a later sweep instead.
+                Kind::Retired => raced = true,
                 _ => {}
             }
         }
-        ended
+        (ended, raced)
     });
+    if raced {
+        return Err(CompactError::Raced);
+    }
     let steps = plan(
         metas,
         Context {
             live,
             now_ms: crate::state::clock::now_ms(),
             ttl_ms: app.idempotency.ttl().as_millis() as u64,
-            events_tag: payments.events.table.tag(),
-            endpoints: payments.events.endpoints().len(),
             later_deliveries: &later_deliveries,
             event_touch: &event_touch,
             totals,
@@ -365,7 +371,14 @@ fn rewrite(
     let path = dir.join(file::LOG_FILE);
     let temp = dir.join(file::COMPACTING_FILE);
     let old = File::open(&path)?;
-    let mut new = File::create(&temp)?;
+    // Read and write: once it is the log, the writer reads its tail back (the next
+    // compaction's copy).
+    let mut new = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temp)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, &mut new);
     out.write_all(&file::header())?;
     let mut at = file::HEADER_LEN;
@@ -395,7 +408,7 @@ fn rewrite(
                 frame.clear();
                 encode_frame(&record.to_bytes(), &mut frame);
                 out.write_all(&frame)?;
-                kept.push(Meta::of(record, at, frame.len() as u64, Vec::new(), 0));
+                kept.push(Meta::of(record, at, frame.len() as u64, Touched::default(), 0));
                 at += frame.len() as u64;
             }
         }
@@ -481,6 +494,7 @@ pub fn maybe_start(app: &Arc<Provider>) {
                     state.runs.fetch_add(1, Ordering::Relaxed);
                     app.metrics.data_log_compactions.inc();
                 }
+                Err(CompactError::Raced) => tracing::debug!("compaction raced a sweep; tried again at the next one"),
                 Err(e) => tracing::warn!(error = %e, "the data dir's log could not be compacted; it is kept whole and tried again later"),
             }
             state.running.store(false, Ordering::Release);
@@ -516,6 +530,7 @@ mod tests {
                 always: false,
                 counted: None,
                 touched: touched.into(),
+                owed: Box::new([]),
                 ledger_seq: 0,
             },
         }
@@ -523,7 +538,7 @@ mod tests {
 
     fn w(tag: u16, key: u64) -> Touch {
         let ((), t) = crate::state::trace::touched(|| crate::state::trace::write(tag, key << 16));
-        t[0]
+        t.keys[0]
     }
 
     fn r(tag: u16, key: u64) -> Touch {
@@ -535,8 +550,6 @@ mod tests {
             live: live.iter().copied().collect(),
             now_ms: 100_000,
             ttl_ms: 1_000,
-            events_tag: 9,
-            endpoints: 0,
             later_deliveries: &[],
             event_touch: &|_| None,
             totals: LedgerTotals::default(),
@@ -598,13 +611,24 @@ mod tests {
 
     #[test]
     fn events_with_deliveries_owed_keep_their_write() {
-        let event = w(9, 1);
-        let metas = [commit(1, false, &[event]), commit(2, false, &[w(9, 2)])];
-        let delivered = [(event.plain(), 7u64)];
+        let (first, second) = (w(9, 1), w(9, 2));
+        let mut metas = [commit(1, false, &[first]), commit(2, false, &[second])];
+        // Each event was owed to two endpoints.
+        for (m, e) in metas.iter_mut().zip([first, second]) {
+            if let Kind::Commit { owed, .. } = &mut m.kind {
+                *owed = Box::new([(e.plain(), 2)]);
+            }
+        }
+        // The first event's deliveries both ended; the second's only one of two (an
+        // endpoint deleted since still gets its queued delivery).
+        let delivered = [
+            (first.plain(), 7u64),
+            (first.plain(), 8),
+            (second.plain(), 7),
+            (second.plain(), 7),
+        ];
         let mut cx = cx(&[]);
-        cx.endpoints = 1;
         cx.later_deliveries = &delivered;
-        // The first event's delivery ended; the second's is owed.
         assert_eq!(copied(&plan(&metas, cx)), vec![1]);
     }
 }

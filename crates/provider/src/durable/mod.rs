@@ -12,6 +12,9 @@
 //! write) is cut back to the last whole frame and reported; a corrupt frame before the
 //! end, another program's file or a newer schema is refused, never reset.
 //!
+//! With `--retain`, the log is compacted ([`compact`]): rewritten without the writes
+//! whose effects have all left the window, so that a restart replays the live window.
+//!
 //! Writes are group-committed by one writer thread ([`DataLog`]): requests append their
 //! records to a shared buffer and wait until the writer has written (and, with
 //! `--fsync always`, synced) past them before their answer leaves, so concurrent

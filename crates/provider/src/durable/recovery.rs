@@ -27,7 +27,7 @@ use crate::resources::events::object::Event;
 use crate::resources::events::store::{Deferred, Publisher};
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock;
-use crate::state::trace::{self, Touch};
+use crate::state::trace::{self, Touched};
 use crate::stripe::cards::Decline;
 use crate::stripe::ids::{self, ApiKey, CorrelationId, RequestId};
 use fauxpay_faults as faults;
@@ -126,11 +126,12 @@ pub fn open(
         let seq = replay.app.payments.ledger.last_seq();
         let meta = metas
             .as_ref()
-            .map(|_| Meta::of(&record, offset, 8 + payload.len() as u64, Vec::new(), seq));
+            .map(|_| Meta::of(&record, offset, 8 + payload.len() as u64, Touched::default(), seq));
         let touched = replay.apply(record)?;
         if let (Some(metas), Some(mut meta)) = (metas.as_mut(), meta) {
-            if let Kind::Commit { touched: t, .. } = &mut meta.kind {
-                *t = touched.into_boxed_slice();
+            if let Kind::Commit { touched: t, owed, .. } = &mut meta.kind {
+                *t = touched.keys.into_boxed_slice();
+                *owed = touched.owed.into_boxed_slice();
             }
             metas.push(meta);
         }
@@ -284,8 +285,8 @@ impl<'a> Replay<'a> {
     }
 
     /// Runs `record` again; returns the keys it touched (a write's, when tracing).
-    fn apply(&mut self, record: Record) -> Result<Vec<Touch>, String> {
-        let mut touched = Vec::new();
+    fn apply(&mut self, record: Record) -> Result<Touched, String> {
+        let mut touched = Touched::default();
         match record {
             Record::Commit(c) => {
                 let request_id =
@@ -322,7 +323,7 @@ impl<'a> Replay<'a> {
         Ok(touched)
     }
 
-    fn commit(&mut self, c: Commit, request_id: RequestId) -> Result<Vec<Touch>, String> {
+    fn commit(&mut self, c: Commit, request_id: RequestId) -> Result<Touched, String> {
         let verb = match c.verb.as_str() {
             "POST" => Verb::Post,
             "DELETE" => Verb::Delete,
@@ -375,7 +376,7 @@ impl<'a> Replay<'a> {
         };
         let ((result, _), touched) = match self.trace {
             true => trace::touched(run),
-            false => (run(), Vec::new()),
+            false => (run(), Touched::default()),
         };
         let now = status_of(&result);
         if let Some(was) = c.status.filter(|was| *was != now) {
@@ -594,6 +595,9 @@ mod tests {
             format!("{:?}", p.payment_methods.page(Cursor::Start, all, |_| true).items),
             format!("{:?}", p.products.page(Cursor::Start, all, |_| true).items),
             format!("{:?}", p.prices.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.setup_intents.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.checkout_sessions.page(Cursor::Start, all, |_| true).items),
+            format!("{:?}", p.webhook_endpoints.page(Cursor::Start, all, |_| true).items),
             format!("{:?}", p.events.table.page(Cursor::Start, all, |_| true).items),
             format!("{:?}", p.ledger.records(&Default::default())),
             format!("{:?} {}", p.ledger.totals(), p.ledger.duplicate_group_count()),
@@ -718,8 +722,13 @@ mod tests {
             done.bytes_after
         );
         assert_eq!(state_of(&app), before, "compaction changes nothing in memory");
-        // Written after the compaction, in the new file.
+        // Written after the compaction, in the new file; then compacted again in the same
+        // process (the writer reads the new file's tail back).
         pay(late + 9_700, "after");
+        crate::durable::commit::retire_logged(&app, late + 4_500);
+        pay(late + 9_800, "after-2");
+        crate::durable::compact::run(&app, &dir).unwrap();
+        pay(late + 9_900, "after-3");
         let after = state_of(&app);
         app.durable().unwrap().close();
         drop(app);

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::compact::Meta;
 use super::file::encode_frame;
 use super::record::Record;
-use crate::state::trace::Touch;
+use crate::state::trace::Touched;
 
 /// A record's position in the log: the n-th record appended since start.
 pub type Lsn = u64;
@@ -173,12 +173,12 @@ impl DataLog {
 
     /// Appends `record`; returns its Lsn (wait for it with [`DataLog::durable`]).
     pub fn append(&self, record: &Record) -> Lsn {
-        self.append_touching(record, Vec::new(), 0)
+        self.append_touching(record, Touched::default(), 0)
     }
 
     /// Appends a write's `record` with the keys its operation touched and the ledger's
     /// last sequence number before it ran (kept for compaction when it is on).
-    pub fn append_touching(&self, record: &Record, touched: Vec<Touch>, ledger_seq: u64) -> Lsn {
+    pub fn append_touching(&self, record: &Record, touched: Touched, ledger_seq: u64) -> Lsn {
         let payload = record.to_bytes();
         let mut p = self.pending.lock();
         let offset = p.end;
@@ -253,7 +253,15 @@ impl DataLog {
     /// Hands a compacted log to the writer, which copies the rest of the old file's tail
     /// into it and puts it in the file's place before its next write.
     pub fn swap(&self, swap: Swap) {
-        self.pending.lock().swap = Some(swap);
+        let mut p = self.pending.lock();
+        if p.closing {
+            // The writer may be gone: nobody would answer.
+            let _ = std::fs::remove_file(&swap.temp);
+            let _ = swap.done.send(Err((swap.metas, "the log is closing".into())));
+            return;
+        }
+        p.swap = Some(swap);
+        drop(p);
         self.wake.notify_one();
     }
 
@@ -449,19 +457,28 @@ impl DataLog {
         use std::os::unix::fs::FileExt;
         let mut at = copied_to;
         let mut buf = vec![0u8; 1 << 20];
-        while at < good {
+        // The old file read through its path (still the log until the rename), not the
+        // handle written to, which may be open for writing only.
+        let old = if at < good { Some(File::open(path)?) } else { None };
+        while let (true, Some(old)) = (at < good, &old) {
             let n = buf.len().min((good - at) as usize);
-            file.read_exact_at(&mut buf[..n], at)?;
+            old.read_exact_at(&mut buf[..n], at)?;
             new.write_all(&buf[..n])?;
             at += n as u64;
         }
         new.sync_all()?;
-        std::fs::rename(temp, path)?;
-        if let Some(dir) = path.parent() {
-            File::open(dir)?.sync_all()?;
-        }
         let len = new.seek(SeekFrom::End(0))?;
+        // Everything that can fail on the new file has; from the rename on, the new file
+        // is the log whatever happens next, so it is the one written to.
+        std::fs::rename(temp, path)?;
         *file = new;
+        let synced = path
+            .parent()
+            .map_or(Ok(()), |dir| File::open(dir).and_then(|d| d.sync_all()));
+        if let Err(e) = synced {
+            // The rename survives a crash of fauxpay; a machine crash might undo it.
+            tracing::warn!(error = %e, "the data dir could not be synced after the compacted log took the log's place");
+        }
         Ok(len)
     }
 }

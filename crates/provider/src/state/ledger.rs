@@ -516,18 +516,17 @@ impl Ledger {
         gone
     }
 
-    /// Adds the touch of every correlation id with records here now (and of the
-    /// over-refunds, when there are any) to `live` (compaction's liveness).
+    /// Adds the touch of every record here now, of every correlation id with records (and
+    /// of the over-refunds, when there are any) to `live` (compaction's liveness).
     pub fn live_keys(&self, live: &mut impl Extend<Touch>) {
         for s in self.shards.iter() {
             let shard = s.lock();
-            live.extend(
-                shard
-                    .records
-                    .iter()
-                    .filter_map(|r| r.correlation_id.as_ref())
-                    .map(|c| Touch::key(self.tag, self.hasher.hash_one(c))),
-            );
+            for r in &shard.records {
+                live.extend([Touch::key(self.tag, self.hasher.hash_one(r.token))]);
+                if let Some(c) = &r.correlation_id {
+                    live.extend([Touch::key(self.tag, self.hasher.hash_one(c))]);
+                }
+            }
             if !shard.over_refunds.is_empty() {
                 live.extend([Touch::key(self.tag, OVER_REFUNDS)]);
             }
@@ -651,6 +650,8 @@ impl LedgerEntry<'_> {
             MovementId::Charge(id) => id.token(),
             MovementId::Refund(id) => id.token(),
         };
+        // The record's own key: a movement with no correlation id stays live by it.
+        trace::write(self.ledger.tag, self.ledger.hasher.hash_one(token));
         let record = Arc::new(LedgerRecord {
             seq,
             token,

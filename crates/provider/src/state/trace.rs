@@ -8,7 +8,15 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU16, Ordering};
 
 thread_local! {
-    static TOUCHED: RefCell<Option<Vec<Touch>>> = const { RefCell::new(None) };
+    static TOUCHED: RefCell<Option<Touched>> = const { RefCell::new(None) };
+}
+
+/// What a write touched: the keys, and the events it made that owe deliveries (each
+/// with how many endpoints wanted it when it was made).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Touched {
+    pub keys: Vec<Touch>,
+    pub owed: Vec<(Touch, u32)>,
 }
 
 /// One store's tag (each table and the ledger draws its own when made; tags are only
@@ -62,15 +70,36 @@ impl Touch {
     }
 }
 
-/// Runs `f`, noting every key it touches; returns them with its result (sorted, each once).
-pub fn touched<R>(f: impl FnOnce() -> R) -> (R, Vec<Touch>) {
-    let outer = TOUCHED.with(|t| t.replace(Some(Vec::new())));
+/// Runs `f`, noting every key it touches; returns them with its result (sorted, each
+/// once). A panic in `f` leaves the thread as it was (nothing noted from then on).
+pub fn touched<R>(f: impl FnOnce() -> R) -> (R, Touched) {
+    /// Puts back what was being noted before, however `f` ends.
+    struct Restore(Option<Option<Touched>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some(outer) = self.0.take() {
+                TOUCHED.with(|t| *t.borrow_mut() = outer);
+            }
+        }
+    }
+    let mut restore = Restore(Some(TOUCHED.with(|t| t.replace(Some(Touched::default())))));
     let result = f();
+    let outer = restore.0.take().unwrap_or_default();
     let mut seen = TOUCHED.with(|t| t.replace(outer)).unwrap_or_default();
     // A key read then written counts as written (sorted by value, the write bit last).
-    seen.sort_unstable_by_key(|t| (t.plain(), std::cmp::Reverse(t.is_write())));
-    seen.dedup_by_key(|t| t.plain());
+    seen.keys
+        .sort_unstable_by_key(|t| (t.plain(), std::cmp::Reverse(t.is_write())));
+    seen.keys.dedup_by_key(|t| t.plain());
     (result, seen)
+}
+
+/// Notes that the event keyed `event` is owed to `endpoints` webhook endpoints.
+pub fn owed(event: Touch, endpoints: u32) {
+    TOUCHED.with(|t| {
+        if let Some(seen) = t.borrow_mut().as_mut() {
+            seen.owed.push((event, endpoints));
+        }
+    });
 }
 
 /// Notes a read of the key hashed to `hash` in the store tagged `tag`.
@@ -95,7 +124,7 @@ pub fn scan(tag: u16) {
 fn note(touch: Touch) {
     TOUCHED.with(|t| {
         if let Some(seen) = t.borrow_mut().as_mut() {
-            seen.push(touch);
+            seen.keys.push(touch);
         }
     });
 }
@@ -113,6 +142,7 @@ mod tests {
             read(2, 7 << 16);
             scan(3);
         });
+        let seen = seen.keys;
         assert_eq!(seen.len(), 3);
         assert!(seen.contains(&Touch::key(1, 7 << 16).written()));
         assert!(seen.contains(&Touch::key(2, 7 << 16)));
@@ -121,6 +151,10 @@ mod tests {
         // A key whose hash bits are all zero is still a key, not the scan of its store.
         assert_ne!(Touch::key(4, 0), Touch::all(4));
         let ((), none) = touched(|| ());
-        assert!(none.is_empty());
+        assert_eq!(none, Touched::default());
+        // A panic inside leaves nothing being noted.
+        let _ = std::panic::catch_unwind(|| touched(|| panic!("inside")));
+        read(1, 9 << 16);
+        assert!(TOUCHED.with(|t| t.borrow().is_none()));
     }
 }

@@ -127,6 +127,7 @@ impl Events {
         ));
         self.table.insert(event.clone());
         if !wanted.is_empty() {
+            crate::state::trace::owed(self.table.touch_of(&event.id), wanted.len() as u32);
             match self.publisher.get() {
                 Some(publisher) => publisher.publish(&event, &wanted),
                 None => self.deferred.lock().push((event.clone(), wanted)),
