@@ -136,6 +136,42 @@ async fn retry_same_key_and_double_submit_never_double_charge() {
     check_junit(&run.out, 0);
 }
 
+/// The bundled `stripe` template completes 3-D Secure when the card asks for it (the
+/// customer's step at the provider), so a 3-D Secure card is charged once and reported
+/// `ok`, not a lost charge; a card that fails after 3-D Secure is a definite `fail` with
+/// nothing charged, not a phantom.
+#[tokio::test]
+async fn stripe_completes_3ds_so_3ds_cards_are_neither_lost_nor_phantom() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+    let mut args = stripe_args(&url, "retry-same-key=1", "tds");
+    args.extend(["--payment-method", "pm_card_authenticationRequired"]);
+    let run = load("3ds", &args).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = run.report();
+    assert_eq!(report["outcomes"]["ok"], 60, "{}", report["outcomes"]);
+    assert_eq!(report["anomalies"]["lost"]["count"], 0);
+    assert_eq!(h.summary().await["charges"], 60);
+    // Each payment's journal line has its 3-D Secure step, answered 200.
+    let journal = std::fs::read_to_string(run.out.join("journal.jsonl")).unwrap();
+    let authenticated = journal
+        .lines()
+        .filter(|l| l.contains(r#""name":"authenticate","status":200"#))
+        .count();
+    assert_eq!(authenticated, 60, "{}", journal.lines().next().unwrap_or(""));
+
+    let mut args = stripe_args(&url, "retry-same-key=1", "tdx");
+    args.extend([
+        "--payment-method",
+        "pm_card_authenticationRequiredChargeDeclinedInsufficientFunds",
+    ]);
+    let run = load("3ds-declined", &args).await;
+    let report = run.report();
+    assert_eq!(report["outcomes"]["fail"], 60, "{}", report["outcomes"]);
+    assert_eq!(report["anomalies"]["phantom"]["count"], 0);
+    assert_eq!(h.summary().await["charges"], 60, "nothing more charged");
+}
+
 /// junit.xml parses as JUnit XML, one test case per gate, `failures` of them failing.
 fn check_junit(out: &Path, failures: usize) {
     let text = std::fs::read_to_string(out.join("junit.xml")).unwrap();
@@ -460,4 +496,24 @@ async fn an_endless_answer_is_cut_at_the_cap() {
     let resp = reqwest::get(&url).await.unwrap();
     let e = json_capped::<Value>(resp, 4096).await.unwrap_err();
     assert_eq!(e.to_string(), "the answer is longer than 4096 bytes; not read");
+}
+
+/// Every template in docs/load.md (its ```toml blocks) is one `fauxpay load` accepts, so
+/// the walk-through a QA team copies works as written.
+#[test]
+fn the_templates_in_the_docs_parse() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/load.md")).unwrap();
+    let blocks: Vec<&str> = text
+        .split("```toml\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .collect();
+    assert!(blocks.len() >= 3, "{} toml blocks", blocks.len());
+    for block in blocks {
+        let t = fauxpay_loadtests::template::Template::parse("docs/load.md", block)
+            .unwrap_or_else(|e| panic!("{e}\n{block}"));
+        if block.contains("[[step]]") {
+            assert!(t.flow.is_some(), "{block}");
+        }
+    }
 }

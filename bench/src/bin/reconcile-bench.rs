@@ -63,6 +63,7 @@ fn main() {
             behaviour: Behaviour::RetrySameKey,
             outcome,
             e2e_us: 900,
+            steps: Vec::new(),
             attempts: vec![AttemptRecord {
                 n: 1,
                 key: Some(key.clone()),

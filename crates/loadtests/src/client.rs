@@ -80,9 +80,12 @@ pub struct PaymentRecord {
     pub amount: u64,
     pub behaviour: Behaviour,
     pub outcome: Outcome,
-    /// End to end, retries and backoff included.
+    /// End to end, retries and backoff included (every step of a multi-step flow).
     pub e2e_us: u64,
     pub attempts: Vec<AttemptRecord>,
+    /// A multi-step flow's other steps (the payment step's sends are `attempts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::flow::StepRecord>,
 }
 
 /// The checkout to attempt.
@@ -95,6 +98,23 @@ pub struct Checkout {
     pub payment_method: Arc<str>,
     pub api_key: Arc<str>,
     pub behaviour: Behaviour,
+    /// What the flow's earlier steps captured (empty for a one-request template).
+    pub captures: Vec<Option<String>>,
+}
+
+impl Checkout {
+    /// The values a request of this checkout fills in, with `key` and `captures`.
+    pub fn values<'a>(&'a self, key: Option<&'a str>, captures: &'a [Option<String>]) -> Values<'a> {
+        Values {
+            order_id: &self.order_id,
+            amount: self.amount,
+            currency: &self.currency,
+            idempotency_key: key,
+            payment_method: &self.payment_method,
+            api_key: &self.api_key,
+            captures,
+        }
+    }
 }
 
 /// Retry settings.
@@ -135,6 +155,23 @@ pub trait Transport {
         b: Rendered,
         timeout: Duration,
     ) -> impl std::future::Future<Output = (AttemptResult, AttemptResult)> + Send;
+    /// Sends a flow's step other than the payment step, once, to `base`.
+    fn send_step(
+        &mut self,
+        _base: crate::flow::Base,
+        _method: &reqwest::Method,
+        _request: Rendered,
+        _timeout: Duration,
+    ) -> impl std::future::Future<Output = crate::flow::StepAnswer> + Send {
+        std::future::ready(crate::flow::StepAnswer::Failed {
+            kind: FailureKind::Other,
+        })
+    }
+    /// The headers and body of the last successful answer to a flow's payment step (for
+    /// its captures).
+    fn last_answer(&mut self) -> (reqwest::header::HeaderMap, Vec<u8>) {
+        Default::default()
+    }
 }
 
 enum Verdict {
@@ -181,14 +218,7 @@ pub async fn run_checkout<T: Transport>(
             Behaviour::RetryNewKey => Some(format!("{}-k{}", checkout.order_id, n + 1)),
             Behaviour::NoKey => None,
         };
-        let values = Values {
-            order_id: &checkout.order_id,
-            amount: checkout.amount,
-            currency: &checkout.currency,
-            idempotency_key: key.as_deref(),
-            payment_method: &checkout.payment_method,
-            api_key: &checkout.api_key,
-        };
+        let values = checkout.values(key.as_deref(), &checkout.captures);
         let t0 = Instant::now();
         let start_us = t0.saturating_duration_since(run_started).as_micros() as u64;
         let (first, second) = if checkout.behaviour == Behaviour::DoubleSubmit && n == 0 {
@@ -245,6 +275,7 @@ pub async fn run_checkout<T: Transport>(
         outcome,
         e2e_us: started.elapsed().as_micros() as u64,
         attempts,
+        steps: Vec::new(),
     }
 }
 
@@ -282,7 +313,19 @@ pub fn classify(err: &reqwest::Error) -> FailureKind {
 
 /// Reads an answer: status, payment id from the body, replay and retry headers.
 pub async fn read_answer(template: &Template, resp: reqwest::Response) -> AttemptResult {
+    read_answer_keeping(template, resp, &mut None).await
+}
+
+/// [`read_answer`], keeping a 2xx answer's headers and body in `kept` when it is `Some`
+/// (a flow's payment step captures from them).
+pub async fn read_answer_keeping(
+    template: &Template,
+    resp: reqwest::Response,
+    kept: &mut Option<(reqwest::header::HeaderMap, Vec<u8>)>,
+) -> AttemptResult {
     let status = resp.status().as_u16();
+    let keep = kept.is_some() && (200..300).contains(&status);
+    let kept_headers = keep.then(|| resp.headers().clone());
     let headers = resp.headers();
     let replayed = headers
         .get("idempotent-replayed")
@@ -304,6 +347,9 @@ pub async fn read_answer(template: &Template, resp: reqwest::Response) -> Attemp
         },
         Ok(Some(body)) => {
             let payment_id = template.payment_id_in(&body);
+            if let Some(h) = kept_headers {
+                *kept = Some((h, body));
+            }
             AttemptResult::Answer {
                 status,
                 payment_id,
@@ -364,6 +410,7 @@ mod tests {
             payment_method: "pm_card_visa".into(),
             api_key: "sk_test_x".into(),
             behaviour,
+            captures: Vec::new(),
         };
         let policy = RetryPolicy {
             max_attempts: 3,

@@ -447,6 +447,7 @@ mod tests {
             behaviour: Behaviour::RetrySameKey,
             outcome,
             e2e_us: 1,
+            steps: Vec::new(),
             attempts: vec![AttemptRecord {
                 n: 1,
                 key: Some("k".into()),

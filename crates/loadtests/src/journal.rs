@@ -168,6 +168,7 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
         reason: why,
     };
     let mut attempts: std::collections::HashMap<String, Vec<AttemptRecord>> = Default::default();
+    let mut steps: std::collections::HashMap<String, Vec<crate::flow::StepRecord>> = Default::default();
     let mut payments = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(n, e.to_string()))?;
@@ -181,11 +182,16 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
                     serde_json::from_value(v["attempt"].clone()).map_err(|e| bad(n, format!("attempt: {e}")))?;
                 attempts.entry(order).or_default().push(a);
             }
+            Some("step") => {
+                let step = serde_json::from_value(v["step"].clone()).map_err(|e| bad(n, format!("step: {e}")))?;
+                steps.entry(order).or_default().push(step);
+            }
             Some("outcome") => {
                 fn field<T: serde::de::DeserializeOwned>(v: &serde_json::Value, name: &str) -> Result<T, String> {
                     serde_json::from_value(v[name].clone()).map_err(|e| format!("{name}: {e}"))
                 }
                 payments.push(PaymentRecord {
+                    steps: steps.remove(&order).unwrap_or_default(),
                     attempts: attempts.remove(&order).unwrap_or_default(),
                     order_id: order,
                     amount: field(&v, "amount").map_err(|e| bad(n, e))?,
@@ -194,15 +200,33 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
                     e2e_us: field(&v, "e2e_us").map_err(|e| bad(n, e))?,
                 });
             }
-            _ => return Err(bad(n, "neither an attempt nor an outcome line".into())),
+            _ => return Err(bad(n, "neither an attempt, a step nor an outcome line".into())),
         }
     }
     Ok(payments)
 }
 
+/// A multi-step flow's step line: `{"order_id", "step": {...}, "type": "step"}`.
+#[derive(Serialize)]
+struct StepLine<'a> {
+    order_id: &'a str,
+    step: &'a crate::flow::StepRecord,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
 fn write_payment(out: &mut impl Write, p: &PaymentRecord) -> std::io::Result<()> {
     for a in &p.attempts {
         serde_json::to_writer(&mut *out, &AttemptLine(p, a))?;
+        out.write_all(b"\n")?;
+    }
+    for step in &p.steps {
+        let line = StepLine {
+            order_id: &p.order_id,
+            step,
+            kind: "step",
+        };
+        serde_json::to_writer(&mut *out, &line)?;
         out.write_all(b"\n")?;
     }
     serde_json::to_writer(&mut *out, &OutcomeLine(p))?;
@@ -227,6 +251,7 @@ mod tests {
             behaviour: Behaviour::RetrySameKey,
             outcome: Outcome::Ok,
             e2e_us: 10,
+            steps: Vec::new(),
             attempts: vec![
                 AttemptRecord {
                     n: 1,

@@ -389,6 +389,7 @@ mod tests {
             behaviour: Behaviour::RetryNewKey,
             outcome,
             e2e_us: 1,
+            steps: Vec::new(),
             attempts: attempts
                 .into_iter()
                 .enumerate()

@@ -125,6 +125,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         currency: args.currency.as_str().into(),
         payment_method: args.payment_method.as_str().into(),
         api_key: args.api_key.as_str().into(),
+        provider: args.provider.as_str().into(),
         journal,
     });
     if args.label.is_none() {

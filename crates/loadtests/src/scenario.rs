@@ -12,8 +12,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::client::{
-    classify, read_answer, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy, Transport,
+    classify, read_answer, read_answer_keeping, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy,
+    Transport,
 };
+use crate::flow::{run_flow, Base, StepAnswer};
 use crate::journal::Journal;
 use crate::latency::Latency;
 use crate::mix::Mix;
@@ -43,6 +45,8 @@ pub struct RunSetup {
     pub currency: Arc<str>,
     pub payment_method: Arc<str>,
     pub api_key: Arc<str>,
+    /// The provider's base URL (a flow's provider steps are sent there).
+    pub provider: Arc<str>,
     pub journal: Journal,
 }
 
@@ -73,6 +77,7 @@ impl RunState {
             payment_method: self.setup.payment_method.clone(),
             api_key: self.setup.api_key.clone(),
             behaviour,
+            captures: Vec::new(),
         }
     }
 
@@ -86,15 +91,32 @@ impl RunState {
     pub async fn run_numbered<T: Transport>(&self, transport: &mut T, index: u64) -> Instant {
         let mut rng = StdRng::seed_from_u64(self.setup.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let checkout = self.checkout(index, &mut rng);
-        let record = run_checkout(
-            transport,
-            &self.setup.template,
-            checkout,
-            &self.setup.policy,
-            &mut rng,
-            self.started,
-        )
-        .await;
+        let template = &self.setup.template;
+        let record = match &template.flow {
+            None => {
+                run_checkout(
+                    transport,
+                    template,
+                    checkout,
+                    &self.setup.policy,
+                    &mut rng,
+                    self.started,
+                )
+                .await
+            }
+            Some(flow) => {
+                run_flow(
+                    transport,
+                    template,
+                    flow,
+                    checkout,
+                    &self.setup.policy,
+                    &mut rng,
+                    self.started,
+                )
+                .await
+            }
+        };
         let ended = Instant::now();
         {
             let mut l = self.attempt_latency.lock().unwrap_or_else(|e| e.into_inner());
@@ -112,13 +134,22 @@ impl RunState {
         ended
     }
 
+    /// The transport of one goose user.
+    fn transport<'a>(&'a self, user: &'a mut GooseUser) -> GooseTransport<'a> {
+        GooseTransport {
+            user,
+            provider: &self.setup.provider,
+            last: self.setup.template.flow.as_ref().map(|_| Default::default()),
+        }
+    }
+
     /// The goose scenario running [`RunState::run_one`] per iteration.
     pub fn scenario(self: &Arc<Self>) -> Scenario {
         let state = self.clone();
         let transaction: TransactionFunction = Arc::new(move |user| {
             let state = state.clone();
             Box::pin(async move {
-                let mut transport = GooseTransport { user };
+                let mut transport = state.transport(user);
                 state.run_one(&mut transport).await;
                 Ok(())
             })
@@ -134,7 +165,7 @@ impl RunState {
         let transaction: TransactionFunction = Arc::new(move |user| {
             let (state, dispatcher) = (state.clone(), dispatcher.clone());
             Box::pin(async move {
-                let mut transport = GooseTransport { user };
+                let mut transport = state.transport(user);
                 while let Some(start) = dispatcher.next().await {
                     let ended = state.run_numbered(&mut transport, start.index).await;
                     dispatcher.finished(&start, ended);
@@ -158,6 +189,10 @@ fn goose_method(m: &reqwest::Method) -> GooseMethod {
 
 struct GooseTransport<'a> {
     user: &'a mut GooseUser,
+    /// The provider's base URL (a flow's `base = "provider"` steps).
+    provider: &'a str,
+    /// With a multi-step flow: the last 2xx answer to the payment step (its captures).
+    last: Option<(reqwest::header::HeaderMap, Vec<u8>)>,
 }
 
 impl GooseTransport<'_> {
@@ -191,7 +226,7 @@ impl Transport for GooseTransport<'_> {
             .build();
         match self.user.request(request).await {
             Ok(goose) => match goose.response {
-                Ok(resp) => read_answer(template, resp).await,
+                Ok(resp) => read_answer_keeping(template, resp, &mut self.last).await,
                 Err(e) => AttemptResult::Failed { kind: classify(&e) },
             },
             Err(_) => AttemptResult::Failed {
@@ -222,5 +257,68 @@ impl Transport for GooseTransport<'_> {
             }
         };
         tokio::join!(self.send(template, a, timeout), other)
+    }
+
+    async fn send_step(&mut self, base: Base, method: &reqwest::Method, r: Rendered, timeout: Duration) -> StepAnswer {
+        let url = match base {
+            Base::Target => None,
+            Base::Provider => Some(format!("{}{}", self.provider.trim_end_matches('/'), r.path)),
+        };
+        let rb = match &url {
+            Some(url) => Some(self.user.client.request(method.clone(), url)),
+            None => self.user.get_request_builder(&goose_method(method), &r.path).ok(),
+        };
+        let Some(mut rb) = rb else {
+            return StepAnswer::Failed {
+                kind: FailureKind::Other,
+            };
+        };
+        rb = rb.timeout(timeout);
+        if !r.content_type.is_empty() {
+            rb = rb.header(reqwest::header::CONTENT_TYPE, r.content_type).body(r.body);
+        }
+        for (name, value) in r.headers {
+            rb = rb.header(name, value);
+        }
+        let sent = match url {
+            // The target's steps go through goose, so its metrics see them.
+            None => {
+                let request = GooseRequest::builder()
+                    .method(goose_method(method))
+                    .path(r.path.as_str())
+                    .set_request_builder(rb)
+                    .build();
+                match self.user.request(request).await {
+                    Ok(goose) => goose.response,
+                    Err(_) => {
+                        return StepAnswer::Failed {
+                            kind: FailureKind::Other,
+                        }
+                    }
+                }
+            }
+            Some(_) => rb.send().await,
+        };
+        match sent {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let headers = resp.headers().clone();
+                match crate::body::read_capped(resp, crate::body::MAX_ANSWER_BYTES).await {
+                    Ok(Some(body)) => StepAnswer::Answer { status, headers, body },
+                    Ok(None) => StepAnswer::Failed {
+                        kind: FailureKind::TooLarge,
+                    },
+                    Err(e) => StepAnswer::Failed { kind: classify(&e) },
+                }
+            }
+            Err(e) => StepAnswer::Failed { kind: classify(&e) },
+        }
+    }
+
+    fn last_answer(&mut self) -> (reqwest::header::HeaderMap, Vec<u8>) {
+        match &mut self.last {
+            Some(kept) => std::mem::take(kept),
+            None => Default::default(),
+        }
     }
 }

@@ -29,6 +29,8 @@ pub struct Values<'a> {
     pub idempotency_key: Option<&'a str>,
     pub payment_method: &'a str,
     pub api_key: &'a str,
+    /// A multi-step flow's captured values, by capture index (none for one request).
+    pub captures: &'a [Option<String>],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +41,8 @@ enum Placeholder {
     IdempotencyKey,
     PaymentMethod,
     ApiKey,
+    /// A value a multi-step flow captured from an earlier step's answer.
+    Capture(u16),
 }
 
 impl Placeholder {
@@ -75,6 +79,12 @@ struct Text(Vec<Segment>);
 
 impl Text {
     fn compile(source: &str, file: &str, field: &str) -> Result<Self, ConfigError> {
+        Self::compile_with(source, file, field, &Names::default())
+    }
+
+    /// [`Text::compile`] in a flow's step, where `names` says which captures exist
+    /// before this step (and which only later).
+    pub(crate) fn compile_with(source: &str, file: &str, field: &str, names: &Names<'_>) -> Result<Self, ConfigError> {
         let mut segments = Vec::new();
         let mut rest = source;
         while let Some(open) = rest.find("{{") {
@@ -86,13 +96,32 @@ impl Text {
                 .find("}}")
                 .ok_or_else(|| ConfigError::new(file, field, "an unclosed '{{' (placeholders are written {{name}})"))?;
             let name = &after[..close];
-            let p = Placeholder::parse(name).ok_or_else(|| {
-                ConfigError::new(
-                    file,
-                    field,
-                    format!("unknown placeholder {{{{{name}}}}}, expected one of order_id, amount, currency, idempotency_key, payment_method, api_key"),
-                )
-            })?;
+            let p = match Placeholder::parse(name) {
+                Some(p) => p,
+                None => {
+                    match names.before.iter().position(|n| n == name.trim()) {
+                        Some(i) => Placeholder::Capture(names.index[i]),
+                        None if names.later.iter().any(|n| n == name.trim()) => return Err(ConfigError::new(
+                            file,
+                            field,
+                            format!(
+                                "a value an earlier step captured, but {{{{{name}}}}} is captured only by a later step"
+                            ),
+                        )),
+                        None => {
+                            let captured = match names.before {
+                                [] => String::new(),
+                                some => format!(", or a value an earlier step captures ({})", some.join(", ")),
+                            };
+                            return Err(ConfigError::new(
+                            file,
+                            field,
+                            format!("unknown placeholder {{{{{name}}}}}, expected one of order_id, amount, currency, idempotency_key, payment_method, api_key{captured}"),
+                        ));
+                        }
+                    }
+                }
+            };
             segments.push(Segment::Value(p));
             rest = &after[close + 2..];
         }
@@ -122,6 +151,9 @@ impl Text {
                         Placeholder::IdempotencyKey => v.idempotency_key.unwrap_or(""),
                         Placeholder::PaymentMethod => v.payment_method,
                         Placeholder::ApiKey => v.api_key,
+                        Placeholder::Capture(i) => {
+                            v.captures.get(usize::from(*i)).and_then(|c| c.as_deref()).unwrap_or("")
+                        }
                     };
                     match escape {
                         Escape::None => out.push_str(raw),
@@ -135,6 +167,15 @@ impl Text {
             }
         }
     }
+}
+
+/// The capture names a step's placeholders may use: those captured before it (with
+/// their indexes), and those only later steps capture (for a clear error).
+#[derive(Debug, Default)]
+pub(crate) struct Names<'a> {
+    pub before: &'a [String],
+    pub index: &'a [u16],
+    pub later: &'a [String],
 }
 
 /// The body format of a template.
@@ -166,7 +207,7 @@ struct TemplateFile {
 /// `[fulfillment]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ProbeFile {
+pub(crate) struct ProbeFile {
     #[serde(default = "default_probe_method")]
     method: String,
     path: String,
@@ -239,6 +280,7 @@ impl Probe {
             idempotency_key: None,
             payment_method: "",
             api_key: "",
+            captures: &[],
         };
         let mut out = String::new();
         self.path.render(&values, Escape::Form, &mut out);
@@ -273,6 +315,8 @@ pub struct Template {
     payment_id: Vec<String>,
     /// `[fulfillment]`, if the template has one.
     pub fulfillment: Option<Probe>,
+    /// With `[[step]]`s: the steps around this request (the payment step).
+    pub flow: Option<crate::flow::Flow>,
 }
 
 /// A rendered attempt, ready to send.
@@ -303,15 +347,36 @@ count = "/fulfillments"
 
 pub const STRIPE: &str = r#"
 name = "stripe"
+
+# The server's confirm, with its key, retries and --mix.
+[[step]]
+name = "confirm"
+payment = true
 method = "POST"
 path = "/v1/payment_intents"
 format = "form"
 body = "amount={{amount}}&currency={{currency}}&confirm=true&payment_method={{payment_method}}&metadata[order_id]={{order_id}}"
 payment_id = ["/id", "/error/payment_intent/id"]
+capture = { intent = "/id", status = "/status" }
 
-[headers]
+[step.headers]
 Authorization = "Bearer {{api_key}}"
 Idempotency-Key = "{{idempotency_key}}"
+
+# A card that asks for 3-D Secure: the customer passes it (fauxpay's scripted page).
+[[step]]
+name = "authenticate"
+if = { status = "requires_action" }
+method = "POST"
+path = "/__fauxpay/payment_intents/{{intent}}/authenticate"
+format = "form"
+body = "outcome=succeed"
+# The intent, or (a card declined after 3-D Secure) the 402 error's intent.
+capture = { status = ["/status", "/error/payment_intent/status"] }
+
+[outcome]
+ok = { status = ["succeeded", "requires_capture", "processing"] }
+fail = { status = ["requires_payment_method", "canceled"] }
 "#;
 
 /// The bundled templates, by name.
@@ -336,14 +401,62 @@ impl Template {
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
-        let t: TemplateFile = toml::from_str(text).map_err(|e| {
+        let toml_error = |e: toml::de::Error| {
             let line = e.span().map(|s| text[..s.start].lines().count().max(1));
             let message = e.message().to_string();
             match line {
                 Some(l) => ConfigError::new(&format!("{file}:{l}"), "template", message),
                 None => ConfigError::new(file, "template", message),
             }
-        })?;
+        };
+        let table: toml::Table = toml::from_str(text).map_err(toml_error)?;
+        if table.contains_key("step") {
+            let f: crate::flow::FlowFile = toml::from_str(text).map_err(toml_error)?;
+            let crate::flow::Compiled { payment: p, flow } = crate::flow::compile(file, &f)?;
+            let names = Names {
+                before: &p.before,
+                index: &p.index,
+                later: &p.later,
+            };
+            let field = flow
+                .steps
+                .iter()
+                .position(|s| matches!(s.kind, crate::flow::StepKind::Payment))
+                .map(|i| format!("step {} ({})", i + 1, flow.steps[i].name))
+                .unwrap_or_default();
+            let mut t = Self::request(
+                file,
+                &field,
+                &p.method,
+                &p.path,
+                Some(p.format),
+                Some(&p.body),
+                &p.headers,
+                &names,
+            )?;
+            if !t.body.uses(Placeholder::OrderId) {
+                return Err(ConfigError::new(
+                    file,
+                    &format!("{field}.body"),
+                    "a body that sends {{order_id}} (the provider correlates charges by it)",
+                ));
+            }
+            t.name = f.name.clone();
+            t.payment_id = p.payment_id.unwrap_or_else(default_pointers);
+            for ptr in &t.payment_id {
+                if !ptr.starts_with('/') {
+                    return Err(ConfigError::new(
+                        file,
+                        &format!("{field}.payment_id"),
+                        format!("JSON pointers starting with '/', got '{ptr}'"),
+                    ));
+                }
+            }
+            t.fulfillment = f.fulfillment.as_ref().map(|p| Probe::compile(file, p)).transpose()?;
+            t.flow = Some(flow);
+            return Ok(t);
+        }
+        let t: TemplateFile = toml::from_str(text).map_err(toml_error)?;
         let method = reqwest::Method::from_bytes(t.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| ConfigError::new(file, "method", format!("an HTTP method, got '{}'", t.method)))?;
         if !t.path.starts_with('/') {
@@ -383,7 +496,72 @@ impl Template {
             headers,
             payment_id: t.payment_id,
             fulfillment,
+            flow: None,
         })
+    }
+
+    /// One step's request (`field` names the step in errors): its placeholders may use
+    /// the captures `names` allows. No body (a GET) sends no content type.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn request(
+        file: &str,
+        field: &str,
+        method: &str,
+        path: &str,
+        format: Option<BodyFormat>,
+        body: Option<&str>,
+        headers: &BTreeMap<String, String>,
+        names: &Names<'_>,
+    ) -> Result<Self, ConfigError> {
+        let at = |f: &str| format!("{field}.{f}");
+        let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| ConfigError::new(file, &at("method"), format!("an HTTP method, got '{method}'")))?;
+        if body.is_some() && format.is_none() {
+            return Err(ConfigError::new(
+                file,
+                &at("format"),
+                "json or form, for the step's body",
+            ));
+        }
+        let mut compiled_headers = Vec::new();
+        for (name, value) in headers {
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ConfigError::new(file, &at(&format!("headers.{name}")), "a valid header name"))?;
+            compiled_headers.push((
+                header,
+                Text::compile_with(value, file, &at(&format!("headers.{name}")), names)?,
+            ));
+        }
+        Ok(Self {
+            name: field.to_string(),
+            method,
+            path: Text::compile_with(path, file, &at("path"), names)?,
+            format: format.unwrap_or(BodyFormat::Json),
+            body: match body {
+                Some(b) => Text::compile_with(b, file, &at("body"), names)?,
+                None => Text(Vec::new()),
+            },
+            headers: compiled_headers,
+            payment_id: Vec::new(),
+            fulfillment: None,
+            flow: None,
+        })
+    }
+
+    /// The captures this request's placeholders use.
+    pub fn captures_used(&self) -> Vec<u16> {
+        let mut used: Vec<u16> = std::iter::once(&self.path)
+            .chain(std::iter::once(&self.body))
+            .chain(self.headers.iter().map(|(_, t)| t))
+            .flat_map(|t| t.0.iter())
+            .filter_map(|seg| match seg {
+                Segment::Value(Placeholder::Capture(i)) => Some(*i),
+                _ => None,
+            })
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        used
     }
 
     /// Whether the template sends an idempotency key at all.
@@ -401,6 +579,8 @@ impl Template {
         };
         let mut body = String::with_capacity(256);
         self.body.render(v, escape, &mut body);
+        // A request without a body (a step's GET) says no content type.
+        let content_type = if self.body.0.is_empty() { "" } else { content_type };
         let headers = self
             .headers
             .iter()
@@ -435,6 +615,12 @@ impl Template {
     /// pointer leads to a string in a body that is JSON up to that point.
     pub fn payment_id_in(&self, body: &[u8]) -> Option<String> {
         self.payment_id.iter().find_map(|p| pointer::find_str(body, p))
+    }
+
+    /// The string a JSON pointer names in `json`, read as [`Template::payment_id_in`]
+    /// reads (without building the document).
+    pub fn find_str(json: &[u8], pointer: &str) -> Option<String> {
+        pointer::find_str(json, pointer)
     }
 }
 
@@ -656,6 +842,7 @@ mod tests {
             idempotency_key: key,
             payment_method: "pm_card_visa",
             api_key: "sk_test_x",
+            captures: &[],
         }
     }
 

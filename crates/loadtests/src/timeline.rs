@@ -200,6 +200,7 @@ mod tests {
             behaviour: Behaviour::RetrySameKey,
             outcome,
             e2e_us: e2e_ms * 1000,
+            steps: Vec::new(),
             attempts: vec![AttemptRecord {
                 n: 1,
                 key: Some("k".into()),

@@ -1,0 +1,1038 @@
+//! Multi-step checkouts: a template whose `[[step]]`s are the requests of one logical
+//! payment (a cart, the checkout, the customer's browser steps at the provider, a poll of
+//! the order), with values captured from one step's answer and used by later ones.
+//!
+//! A [`Flow`] is compiled from the template's TOML once. Exactly one step is the
+//! **payment step**: it is the template's request, sent by [`crate::client::run_checkout`]
+//! with the idempotency key, the `--mix` behaviour and the backoff, exactly as a
+//! one-request template is. The other steps are sent once each (a `POST /cart` retried
+//! would make another cart; retries belong on the payment step, where a key makes them
+//! safe); a `poll` step repeats until its condition holds or its timeout passes. Steps
+//! may wait first (`think`: fixed, or a range drawn from the payment's seeded generator)
+//! and may run only if captured values match (`if`).
+//!
+//! The flow's outcome: no payment step reached is `fail` (nothing could be charged); a
+//! payment step that ended `fail` or `info` is that; otherwise the `[outcome]` rules
+//! judge what the flow captured last (`ok` when they say paid, `fail` when they say
+//! failed, else `info`), or, without rules, the payment step's own `ok`. A step other
+//! than a poll that gets no 2xx answer ends the flow there (a 4xx answer's captures are
+//! still read: a declined authentication says why in its error).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::Rng;
+use serde::Deserialize;
+
+use crate::client::{run_checkout, Checkout, FailureKind, Outcome, PaymentRecord, RetryPolicy, Transport};
+use crate::error::ConfigError;
+use crate::template::{BodyFormat, Names, Template};
+
+/// Where a step is sent: the target under test, or the provider (the customer's browser
+/// steps: a confirm with the publishable key, 3-D Secure, a Checkout page's pay).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Base {
+    #[default]
+    Target,
+    Provider,
+}
+
+/// Where a captured value is read from an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A JSON pointer into the body (a string as it is, a number or boolean as written).
+    Json(String),
+    /// A response header.
+    Header(reqwest::header::HeaderName),
+}
+
+/// One value captured from an answer into the capture at `index`: from the first of
+/// its sources the answer has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    pub index: u16,
+    pub sources: Vec<Source>,
+}
+
+/// Captured values that must match: every named capture must hold one of its values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Condition(Vec<(u16, Vec<String>)>);
+
+impl Condition {
+    pub fn holds(&self, captures: &[Option<String>]) -> bool {
+        self.0.iter().all(|(i, values)| {
+            captures
+                .get(usize::from(*i))
+                .and_then(|c| c.as_deref())
+                .is_some_and(|c| values.iter().any(|v| v == c))
+        })
+    }
+}
+
+/// A wait before a step: fixed, or drawn uniformly from a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Think {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl Think {
+    pub fn pick(&self, rng: &mut StdRng) -> Duration {
+        if self.max <= self.min {
+            return self.min;
+        }
+        let span = (self.max - self.min).as_micros() as u64;
+        self.min + Duration::from_micros(rng.random_range(0..=span))
+    }
+}
+
+/// Repeat a step every `every` until `until` holds, for at most `timeout`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Poll {
+    pub every: Duration,
+    pub timeout: Duration,
+    pub until: Condition,
+}
+
+/// A step other than the payment step.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub base: Base,
+    /// The request, as a template's (its payment-id pointers unused).
+    pub template: Template,
+    pub poll: Option<Poll>,
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// The template's own request, with keys, retries and the mix.
+    Payment,
+    Request(Box<Request>),
+}
+
+/// One compiled step.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub name: String,
+    pub kind: StepKind,
+    pub think: Option<Think>,
+    pub when: Option<Condition>,
+    pub captures: Vec<Capture>,
+    /// The captures its request uses (it is skipped, and the flow ends, without them).
+    pub needs: Vec<u16>,
+}
+
+/// A multi-step template's steps and outcome rules.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub steps: Vec<Step>,
+    /// The capture names, by index.
+    pub names: Vec<String>,
+    pub ok: Option<Condition>,
+    pub fail: Option<Condition>,
+}
+
+/// A template with steps, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FlowFile {
+    pub name: String,
+    pub step: Vec<StepFile>,
+    #[serde(default)]
+    pub outcome: Option<OutcomeFile>,
+    #[serde(default)]
+    pub fulfillment: Option<crate::template::ProbeFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StepFile {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub payment: bool,
+    #[serde(default)]
+    pub base: Base,
+    #[serde(default)]
+    pub method: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub format: Option<BodyFormat>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub capture: BTreeMap<String, OneOf>,
+    #[serde(default)]
+    pub think: Option<String>,
+    #[serde(default, rename = "if")]
+    pub when: Option<BTreeMap<String, OneOf>>,
+    #[serde(default)]
+    pub poll: Option<PollFile>,
+    #[serde(default)]
+    pub payment_id: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOf {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PollFile {
+    pub every: String,
+    #[serde(default)]
+    pub timeout: Option<String>,
+    pub until: BTreeMap<String, OneOf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutcomeFile {
+    #[serde(default)]
+    pub ok: Option<BTreeMap<String, OneOf>>,
+    #[serde(default)]
+    pub fail: Option<BTreeMap<String, OneOf>>,
+}
+
+fn duration(file: &str, field: &str, text: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(text.trim()).map_err(|e| {
+        ConfigError::new(
+            file,
+            field,
+            format!("a duration such as 200ms or 2s, got '{text}' ({e})"),
+        )
+    })
+}
+
+fn think(file: &str, field: &str, text: &str) -> Result<Think, ConfigError> {
+    let (min, max) = match text.split_once("..") {
+        Some((a, b)) => (duration(file, field, a)?, duration(file, field, b)?),
+        None => {
+            let d = duration(file, field, text)?;
+            (d, d)
+        }
+    };
+    if max < min {
+        return Err(ConfigError::new(
+            file,
+            field,
+            format!("a range from low to high, got '{text}'"),
+        ));
+    }
+    if max > Duration::from_secs(600) {
+        return Err(ConfigError::new(file, field, "at most 10m"));
+    }
+    Ok(Think { min, max })
+}
+
+/// The captures of every step in order, by name: the index of each name, and for each
+/// step the names captured before it.
+struct Captures {
+    names: Vec<String>,
+}
+
+impl Captures {
+    fn index(&mut self, name: &str) -> u16 {
+        match self.names.iter().position(|n| n == name) {
+            Some(i) => i as u16,
+            None => {
+                self.names.push(name.to_string());
+                (self.names.len() - 1) as u16
+            }
+        }
+    }
+}
+
+fn condition(
+    file: &str,
+    field: &str,
+    written: &BTreeMap<String, OneOf>,
+    known: &[String],
+) -> Result<Condition, ConfigError> {
+    if written.is_empty() {
+        return Err(ConfigError::new(file, field, "at least one captured value to match"));
+    }
+    let mut out = Vec::new();
+    for (name, values) in written {
+        let i = known.iter().position(|n| n == name).ok_or_else(|| {
+            ConfigError::new(
+                file,
+                &format!("{field}.{name}"),
+                format!(
+                    "a value captured by this or an earlier step ({}), got '{name}'",
+                    if known.is_empty() {
+                        "none yet".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )
+        })?;
+        let values = match values {
+            OneOf::One(v) => vec![v.clone()],
+            OneOf::Many(v) if !v.is_empty() => v.clone(),
+            OneOf::Many(_) => {
+                return Err(ConfigError::new(
+                    file,
+                    &format!("{field}.{name}"),
+                    "a value or a list of values",
+                ))
+            }
+        };
+        out.push((i as u16, values));
+    }
+    Ok(Condition(out))
+}
+
+/// What a flow file compiles into: the payment step's request (the template's own
+/// fields) and the flow.
+pub(crate) struct Compiled {
+    pub payment: PaymentStep,
+    pub flow: Flow,
+}
+
+/// The payment step's request, as written (the template compiles it).
+pub(crate) struct PaymentStep {
+    pub method: String,
+    pub path: String,
+    pub format: BodyFormat,
+    pub body: String,
+    pub headers: BTreeMap<String, String>,
+    pub payment_id: Option<Vec<String>>,
+    /// The names its placeholders may use.
+    pub before: Vec<String>,
+    pub index: Vec<u16>,
+    pub later: Vec<String>,
+}
+
+/// Compiles the steps of `file` (see the module docs for the rules it checks).
+pub(crate) fn compile(file: &str, f: &FlowFile) -> Result<Compiled, ConfigError> {
+    if f.step.is_empty() {
+        return Err(ConfigError::new(file, "step", "at least one [[step]]"));
+    }
+    if f.step.len() > 32 {
+        return Err(ConfigError::new(file, "step", "at most 32 steps"));
+    }
+    let payments: Vec<usize> = (0..f.step.len()).filter(|i| f.step[*i].payment).collect();
+    match payments.as_slice() {
+        [_] => {}
+        [] => {
+            return Err(ConfigError::new(
+                file,
+                "step",
+                "exactly one step with payment = true (the request whose retries, keys and --mix apply)",
+            ))
+        }
+        [_, second, ..] => {
+            return Err(ConfigError::new(
+                file,
+                &format!("step {} ({}).payment", second + 1, step_name(&f.step[*second], *second)),
+                "exactly one payment step, and an earlier step already is one",
+            ))
+        }
+    }
+    // Capture names in the order steps first capture them.
+    let mut all = Captures { names: Vec::new() };
+    let mut captured_by: Vec<Vec<String>> = Vec::new();
+    for s in &f.step {
+        captured_by.push(s.capture.keys().cloned().collect());
+        for name in s.capture.keys() {
+            all.index(name);
+        }
+    }
+    let mut steps = Vec::new();
+    let mut payment = None;
+    for (i, s) in f.step.iter().enumerate() {
+        let name = step_name(s, i);
+        let field = |f: &str| format!("step {} ({name}).{f}", i + 1);
+        let before: Vec<String> = captured_by[..i].iter().flatten().cloned().collect::<Vec<_>>();
+        let mut before_unique: Vec<String> = Vec::new();
+        for n in before {
+            if !before_unique.contains(&n) {
+                before_unique.push(n);
+            }
+        }
+        let later: Vec<String> = all
+            .names
+            .iter()
+            .filter(|n| !before_unique.contains(n))
+            .cloned()
+            .collect();
+        let index: Vec<u16> = before_unique.iter().map(|n| all.index(n)).collect();
+        let path = s.path.clone().ok_or_else(|| {
+            ConfigError::new(
+                file,
+                &field("path"),
+                "a path starting with '/' (every step sends a request)",
+            )
+        })?;
+        if !path.starts_with('/') {
+            return Err(ConfigError::new(file, &field("path"), "a path starting with '/'"));
+        }
+        let captures = s
+            .capture
+            .iter()
+            .map(|(cname, written)| {
+                let at = field(&format!("capture.{cname}"));
+                let written: Vec<&String> = match written {
+                    OneOf::One(one) => vec![one],
+                    OneOf::Many(many) => many.iter().collect(),
+                };
+                if written.is_empty() {
+                    return Err(ConfigError::new(
+                        file,
+                        &at,
+                        "a JSON pointer or header:NAME, or a list of them",
+                    ));
+                }
+                let sources = written
+                    .into_iter()
+                    .map(|source| match source.strip_prefix("header:") {
+                        Some(h) => reqwest::header::HeaderName::from_bytes(h.trim().as_bytes())
+                            .map(Source::Header)
+                            .map_err(|_| ConfigError::new(file, &at, "a valid header name after header:")),
+                        None if source.starts_with('/') => Ok(Source::Json(source.clone())),
+                        None => Err(ConfigError::new(
+                            file,
+                            &at,
+                            format!("a JSON pointer starting with '/' or header:NAME, got '{source}'"),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, ConfigError>>()?;
+                Ok(Capture {
+                    index: all.index(cname),
+                    sources,
+                })
+            })
+            .collect::<Result<Vec<_>, ConfigError>>()?;
+        let think = s
+            .think
+            .as_deref()
+            .map(|t| think(file, &field("think"), t))
+            .transpose()?;
+        let when = s
+            .when
+            .as_ref()
+            .map(|w| condition(file, &field("if"), w, &before_unique))
+            .transpose()?;
+        let names = Names {
+            before: &before_unique,
+            index: &index,
+            later: &later,
+        };
+        if s.payment {
+            if s.poll.is_some() || s.when.is_some() {
+                return Err(ConfigError::new(
+                    file,
+                    &field(if s.poll.is_some() { "poll" } else { "if" }),
+                    "no poll or if on the payment step (it always runs, once, with its retries)",
+                ));
+            }
+            if s.base != Base::Target {
+                return Err(ConfigError::new(
+                    file,
+                    &field("base"),
+                    "the target (the payment step is sent to the API under test)",
+                ));
+            }
+            let (Some(format), Some(body)) = (s.format, s.body.clone()) else {
+                return Err(ConfigError::new(
+                    file,
+                    &field(if s.format.is_none() { "format" } else { "body" }),
+                    "a format (json or form) and a body on the payment step",
+                ));
+            };
+            payment = Some(PaymentStep {
+                method: s.method.clone().unwrap_or_else(|| "POST".into()),
+                path,
+                format,
+                body,
+                headers: s.headers.clone(),
+                payment_id: s.payment_id.clone(),
+                before: before_unique.clone(),
+                index: index.clone(),
+                later: later.clone(),
+            });
+            steps.push(Step {
+                name,
+                kind: StepKind::Payment,
+                think,
+                when: None,
+                captures,
+                needs: Vec::new(),
+            });
+            continue;
+        }
+        if s.payment_id.is_some() {
+            return Err(ConfigError::new(
+                file,
+                &field("payment_id"),
+                "payment_id only on the payment step",
+            ));
+        }
+        let poll = match &s.poll {
+            None => None,
+            Some(p) => {
+                let timeout = p.timeout.as_deref().ok_or_else(|| {
+                    ConfigError::new(file, &field("poll.timeout"), "a timeout (a poll must end), such as 10s")
+                })?;
+                let every = duration(file, &field("poll.every"), &p.every)?;
+                let timeout = duration(file, &field("poll.timeout"), timeout)?;
+                if every.is_zero() || timeout < every || timeout > Duration::from_secs(600) {
+                    return Err(ConfigError::new(
+                        file,
+                        &field("poll"),
+                        "every above zero, and a timeout of at least one period and at most 10m",
+                    ));
+                }
+                // The poll's own captures count for its condition.
+                let mut known = before_unique.clone();
+                known.extend(s.capture.keys().cloned());
+                Some(Poll {
+                    every,
+                    timeout,
+                    until: condition(file, &field("poll.until"), &p.until, &known)?,
+                })
+            }
+        };
+        let method = s.method.clone().unwrap_or_else(|| "GET".into());
+        let template = Template::request(
+            file,
+            &format!("step {} ({name})", i + 1),
+            &method,
+            &path,
+            s.format,
+            s.body.as_deref(),
+            &s.headers,
+            &names,
+        )?;
+        let needs = template.captures_used();
+        steps.push(Step {
+            name,
+            kind: StepKind::Request(Box::new(Request {
+                base: s.base,
+                template,
+                poll,
+            })),
+            think,
+            when,
+            captures,
+            needs,
+        });
+    }
+    let known = all.names.clone();
+    let (ok, fail) = match &f.outcome {
+        None => (None, None),
+        Some(o) => (
+            o.ok.as_ref()
+                .map(|c| condition(file, "outcome.ok", c, &known))
+                .transpose()?,
+            o.fail
+                .as_ref()
+                .map(|c| condition(file, "outcome.fail", c, &known))
+                .transpose()?,
+        ),
+    };
+    Ok(Compiled {
+        payment: payment.expect("exactly one payment step, checked above"),
+        flow: Flow {
+            steps,
+            names: all.names,
+            ok,
+            fail,
+        },
+    })
+}
+
+fn step_name(s: &StepFile, i: usize) -> String {
+    s.name.clone().unwrap_or_else(|| format!("step{}", i + 1))
+}
+
+/// What a step other than the payment step got back.
+#[derive(Debug)]
+pub enum StepAnswer {
+    Answer {
+        status: u16,
+        headers: reqwest::header::HeaderMap,
+        body: Vec<u8>,
+    },
+    Failed {
+        kind: FailureKind,
+    },
+}
+
+/// One run of a step other than the payment step, kept in the payment's record.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StepRecord {
+    pub name: String,
+    /// The last answer's status (none: no answer).
+    pub status: Option<u16>,
+    /// Microseconds since the run started, and from the step's first send to its end.
+    pub start_us: u64,
+    pub elapsed_us: u64,
+    /// Sends (more than one for a poll).
+    pub sends: u32,
+}
+
+/// The captures `captures` reads from an answer's headers and body into `into`.
+pub fn capture(captures: &[Capture], headers: &reqwest::header::HeaderMap, body: &[u8], into: &mut [Option<String>]) {
+    if captures.is_empty() {
+        return;
+    }
+    // A string is read where it is, without building the document; a number or a
+    // boolean needs the document (built once, and only then).
+    let mut json: Option<Option<serde_json::Value>> = None;
+    for c in captures {
+        let value = c.sources.iter().find_map(|source| match source {
+            Source::Header(h) => headers.get(h).and_then(|v| v.to_str().ok()).map(str::to_string),
+            Source::Json(p) => Template::find_str(body, p).or_else(|| {
+                json.get_or_insert_with(|| serde_json::from_slice(body).ok())
+                    .as_ref()
+                    .and_then(|j| j.pointer(p))
+                    .and_then(|v| match v {
+                        serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(v.to_string()),
+                        _ => None,
+                    })
+            }),
+        });
+        if let Some(slot) = into.get_mut(usize::from(c.index)) {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
+    }
+}
+
+/// Runs one logical payment through the flow's steps to its outcome.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_flow<T: Transport>(
+    transport: &mut T,
+    template: &Template,
+    flow: &Flow,
+    mut checkout: Checkout,
+    policy: &RetryPolicy,
+    rng: &mut StdRng,
+    run_started: Instant,
+) -> PaymentRecord {
+    let started = Instant::now();
+    let mut captures: Vec<Option<String>> = vec![None; flow.names.len()];
+    let mut payment: Option<PaymentRecord> = None;
+    let mut steps = Vec::new();
+    let mut ended_early = false;
+    for step in &flow.steps {
+        if let Some(t) = &step.think {
+            tokio::time::sleep(t.pick(rng)).await;
+        }
+        match &step.kind {
+            StepKind::Payment => {
+                checkout.captures = captures.clone();
+                // Nothing kept from an earlier payment's answer is read as this one's.
+                transport.last_answer();
+                let record = run_checkout(transport, template, checkout.clone(), policy, rng, run_started).await;
+                if record.outcome == Outcome::Ok {
+                    let (headers, body) = transport.last_answer();
+                    capture(&step.captures, &headers, &body, &mut captures);
+                }
+                let stop = record.outcome != Outcome::Ok;
+                payment = Some(record);
+                if stop {
+                    break;
+                }
+            }
+            StepKind::Request(request) => {
+                if step.when.as_ref().is_some_and(|w| !w.holds(&captures)) {
+                    continue;
+                }
+                if step
+                    .needs
+                    .iter()
+                    .any(|i| captures.get(usize::from(*i)).is_none_or(|c| c.is_none()))
+                {
+                    ended_early = true;
+                    break;
+                }
+                // tokio's clock: the poll's deadline follows paused time in tests.
+                let t0 = tokio::time::Instant::now();
+                let mut record = StepRecord {
+                    name: step.name.clone(),
+                    status: None,
+                    start_us: t0.into_std().saturating_duration_since(run_started).as_micros() as u64,
+                    elapsed_us: 0,
+                    sends: 0,
+                };
+                let done = loop {
+                    let values = checkout.values(None, &captures);
+                    let rendered = request.template.render(&values);
+                    record.sends += 1;
+                    let answer = transport
+                        .send_step(request.base, &request.template.method, rendered, policy.timeout)
+                        .await;
+                    let ok = match &answer {
+                        StepAnswer::Answer { status, headers, body } => {
+                            record.status = Some(*status);
+                            // A definite answer (2xx or 4xx) is read, a declined 3-D
+                            // Secure's error included; only a 2xx lets the flow go on.
+                            if *status < 500 {
+                                capture(&step.captures, headers, body, &mut captures);
+                            }
+                            (200..300).contains(status)
+                        }
+                        StepAnswer::Failed { .. } => false,
+                    };
+                    match &request.poll {
+                        None => break ok,
+                        Some(p) => {
+                            if p.until.holds(&captures) {
+                                break true;
+                            }
+                            if t0.elapsed() + p.every >= p.timeout {
+                                // Timed out: the outcome rules judge what was captured.
+                                break true;
+                            }
+                            tokio::time::sleep(p.every).await;
+                        }
+                    }
+                };
+                record.elapsed_us = t0.elapsed().as_micros() as u64;
+                steps.push(record);
+                if !done {
+                    ended_early = true;
+                    break;
+                }
+            }
+        }
+    }
+    let e2e_us = started.elapsed().as_micros() as u64;
+    let Some(mut record) = payment else {
+        // Ended before the payment step: nothing could be charged.
+        return PaymentRecord {
+            order_id: checkout.order_id,
+            amount: checkout.amount,
+            behaviour: checkout.behaviour,
+            outcome: Outcome::Fail,
+            e2e_us,
+            attempts: Vec::new(),
+            steps,
+        };
+    };
+    if record.outcome == Outcome::Ok {
+        record.outcome = match (&flow.ok, &flow.fail) {
+            (None, None) if ended_early => Outcome::Info,
+            (None, None) => Outcome::Ok,
+            (ok, fail) => {
+                if ok.as_ref().is_some_and(|c| c.holds(&captures)) {
+                    Outcome::Ok
+                } else if fail.as_ref().is_some_and(|c| c.holds(&captures)) {
+                    Outcome::Fail
+                } else {
+                    Outcome::Info
+                }
+            }
+        };
+    }
+    record.e2e_us = e2e_us;
+    record.steps = steps;
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::AttemptResult;
+    use crate::mix::Behaviour;
+    use crate::template::Rendered;
+    use rand::SeedableRng;
+    use std::collections::VecDeque;
+
+    const FLOW: &str = r#"
+name = "shop"
+
+[[step]]
+name = "cart"
+method = "POST"
+path = "/cart"
+format = "json"
+body = '{"sku":"tee"}'
+capture = { cart = "/id" }
+
+[[step]]
+name = "checkout"
+payment = true
+path = "/carts/{{cart}}/checkout"
+format = "json"
+body = '{"order_id":"{{order_id}}","card":"{{payment_method}}"}'
+capture = { intent = "/payment_intent/id", status = "/payment_intent/status", order = "/order" }
+[step.headers]
+Idempotency-Key = "{{idempotency_key}}"
+
+[[step]]
+name = "3ds"
+base = "provider"
+if = { status = "requires_action" }
+method = "POST"
+path = "/__fauxpay/payment_intents/{{intent}}/authenticate"
+format = "form"
+body = "outcome=succeed"
+think = "100ms..300ms"
+
+[[step]]
+name = "poll"
+path = "/orders/{{order}}"
+capture = { state = "/state" }
+poll = { every = "200ms", timeout = "5s", until = { state = ["paid", "failed"] } }
+
+[outcome]
+ok = { state = "paid" }
+fail = { state = "failed" }
+"#;
+
+    fn error(text: &str) -> String {
+        Template::parse("shop.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_flow_compiles_its_steps_captures_and_rules() {
+        let t = Template::parse("shop.toml", FLOW).unwrap();
+        let flow = t.flow.as_ref().unwrap();
+        assert_eq!(flow.steps.len(), 4);
+        // Each step's captures in name order.
+        assert_eq!(flow.names, ["cart", "intent", "order", "status", "state"]);
+        assert!(matches!(flow.steps[1].kind, StepKind::Payment));
+        // The payment step is the template's own request, keyed, with the cart's id.
+        let captures = [Some("c_9".to_string())];
+        let values = crate::template::Values {
+            order_id: "o-1",
+            amount: 100,
+            currency: "usd",
+            idempotency_key: Some("k"),
+            payment_method: "pm_card_visa",
+            api_key: "",
+            captures: &captures,
+        };
+        let r = t.render(&values);
+        assert_eq!(r.path, "/carts/c_9/checkout");
+        assert!(r.body.contains(r#""order_id":"o-1""#), "{}", r.body);
+        assert!(t.sends_key());
+        let StepKind::Request(poll) = &flow.steps[3].kind else {
+            panic!()
+        };
+        assert_eq!(poll.poll.as_ref().unwrap().timeout, Duration::from_secs(5));
+        // A GET step sends no content type.
+        assert_eq!(poll.template.render(&values).content_type, "");
+    }
+
+    #[test]
+    fn each_mistake_is_one_line_naming_the_step_and_the_field() {
+        let unknown = error(&FLOW.replace("/orders/{{order}}", "/orders/{{orders}}"));
+        assert!(unknown.contains("shop.toml: step 4 (poll).path"), "{unknown}");
+        assert!(unknown.contains("unknown placeholder {{orders}}"), "{unknown}");
+        assert!(
+            unknown.contains("or a value an earlier step captures (cart, intent, order, status)"),
+            "{unknown}"
+        );
+        let early = error(&FLOW.replace(r#"body = '{"sku":"tee"}'"#, r#"body = '{"sku":"{{intent}}"}'"#));
+        assert!(early.contains("step 1 (cart).body"), "{early}");
+        assert!(early.contains("{{intent}} is captured only by a later step"), "{early}");
+        let no_path = error(&FLOW.replace("path = \"/cart\"\n", ""));
+        assert!(no_path.contains("step 1 (cart).path: expected a path"), "{no_path}");
+        let two = error(&FLOW.replace("name = \"poll\"", "name = \"poll\"\npayment = true"));
+        assert!(two.contains("step 4 (poll).payment"), "{two}");
+        assert!(two.contains("exactly one payment step"), "{two}");
+        let none = error(&FLOW.replace("payment = true\n", ""));
+        assert!(none.contains("exactly one step with payment = true"), "{none}");
+        let endless = error(&FLOW.replace(r#", timeout = "5s""#, ""));
+        assert!(endless.contains("step 4 (poll).poll.timeout"), "{endless}");
+        assert!(endless.contains("a poll must end"), "{endless}");
+        let rule = error(&FLOW.replace(r#"ok = { state = "paid" }"#, r#"ok = { stat = "paid" }"#));
+        assert!(rule.contains("outcome.ok.stat"), "{rule}");
+        let think = error(&FLOW.replace("100ms..300ms", "300ms..100ms"));
+        assert!(think.contains("step 3 (3ds).think"), "{think}");
+        // One line each.
+        for e in [unknown, early, no_path, two, none, endless, rule, think] {
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    /// A transport that answers the payment step with `payment` and the other steps
+    /// from `answers` by path prefix, recording what was sent.
+    struct Fake {
+        payment: (u16, &'static str),
+        answers: Vec<(&'static str, VecDeque<(u16, &'static str)>)>,
+        sent: Vec<(Base, String)>,
+    }
+
+    impl Transport for Fake {
+        async fn send(&mut self, _t: &Template, r: Rendered, _to: Duration) -> AttemptResult {
+            self.sent.push((Base::Target, r.path));
+            AttemptResult::Answer {
+                status: self.payment.0,
+                payment_id: Some("pi_1".into()),
+                replayed: false,
+                retry_after: None,
+                should_retry: None,
+            }
+        }
+
+        async fn send_pair(
+            &mut self,
+            t: &Template,
+            a: Rendered,
+            b: Rendered,
+            to: Duration,
+        ) -> (AttemptResult, AttemptResult) {
+            (self.send(t, a, to).await, self.send(t, b, to).await)
+        }
+
+        async fn send_step(&mut self, base: Base, _m: &reqwest::Method, r: Rendered, _to: Duration) -> StepAnswer {
+            self.sent.push((base, r.path.clone()));
+            let queue = self
+                .answers
+                .iter_mut()
+                .find(|(prefix, _)| r.path.starts_with(prefix))
+                .map(|(_, q)| q)
+                .expect("a scripted path");
+            let (status, body) = if queue.len() > 1 {
+                queue.pop_front().unwrap()
+            } else {
+                queue[0]
+            };
+            StepAnswer::Answer {
+                status,
+                headers: Default::default(),
+                body: body.as_bytes().to_vec(),
+            }
+        }
+
+        fn last_answer(&mut self) -> (reqwest::header::HeaderMap, Vec<u8>) {
+            (Default::default(), self.payment.1.as_bytes().to_vec())
+        }
+    }
+
+    async fn run(fake: &mut Fake) -> PaymentRecord {
+        let t = Template::parse("shop.toml", FLOW).unwrap();
+        let checkout = Checkout {
+            order_id: "o-1".into(),
+            amount: 100,
+            currency: "usd".into(),
+            payment_method: "pm_card_authenticationRequired".into(),
+            api_key: "".into(),
+            behaviour: Behaviour::RetrySameKey,
+            captures: Vec::new(),
+        };
+        let policy = RetryPolicy {
+            max_attempts: 3,
+            timeout: Duration::from_secs(1),
+            backoff_base: Duration::from_millis(10),
+            backoff_cap: Duration::from_millis(100),
+        };
+        let mut rng = StdRng::seed_from_u64(7);
+        run_flow(
+            fake,
+            &t,
+            t.flow.as_ref().unwrap(),
+            checkout,
+            &policy,
+            &mut rng,
+            Instant::now(),
+        )
+        .await
+    }
+
+    fn fake(payment: (u16, &'static str), order: Vec<(u16, &'static str)>) -> Fake {
+        Fake {
+            payment,
+            answers: vec![
+                ("/cart", VecDeque::from([(200, r#"{"id":"c_9"}"#)])),
+                ("/__fauxpay/", VecDeque::from([(200, r#"{"status":"succeeded"}"#)])),
+                ("/orders/", VecDeque::from(order)),
+            ],
+            sent: Vec::new(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_3ds_payment_is_authenticated_at_the_provider_and_the_order_polled_until_paid() {
+        let mut f = fake(
+            (
+                200,
+                r#"{"payment_intent":{"id":"pi_1","status":"requires_action"},"order":"ord_5"}"#,
+            ),
+            vec![
+                (200, r#"{"state":"pending"}"#),
+                (200, r#"{"state":"pending"}"#),
+                (200, r#"{"state":"paid"}"#),
+            ],
+        );
+        let record = run(&mut f).await;
+        let sent: Vec<String> = f.sent.iter().map(|(b, p)| format!("{b:?} {p}")).collect();
+        assert_eq!(
+            sent,
+            [
+                "Target /cart",
+                "Target /carts/c_9/checkout",
+                "Provider /__fauxpay/payment_intents/pi_1/authenticate",
+                "Target /orders/ord_5",
+                "Target /orders/ord_5",
+                "Target /orders/ord_5",
+            ]
+        );
+        assert_eq!(record.outcome, Outcome::Ok);
+        assert_eq!(record.attempts.len(), 1, "the payment step's sends");
+        let polls: Vec<(&str, u32)> = record.steps.iter().map(|s| (s.name.as_str(), s.sends)).collect();
+        assert_eq!(polls, [("cart", 1), ("3ds", 1), ("poll", 3)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_outcome_is_what_the_flow_last_read() {
+        // Paid at once: no 3-D Secure step; the order reads failed: fail.
+        let mut f = fake(
+            (
+                200,
+                r#"{"payment_intent":{"id":"pi_1","status":"succeeded"},"order":"ord_5"}"#,
+            ),
+            vec![(200, r#"{"state":"failed"}"#)],
+        );
+        let record = run(&mut f).await;
+        assert!(!f.sent.iter().any(|(b, _)| *b == Base::Provider));
+        assert_eq!(record.outcome, Outcome::Fail);
+        // Never settles within the poll's timeout: info (the money may have moved).
+        let mut f = fake(
+            (
+                200,
+                r#"{"payment_intent":{"id":"pi_1","status":"succeeded"},"order":"ord_5"}"#,
+            ),
+            vec![(200, r#"{"state":"pending"}"#)],
+        );
+        let record = run(&mut f).await;
+        assert_eq!(record.outcome, Outcome::Info);
+        assert_eq!(record.steps.last().unwrap().sends, 25, "every 200ms for 5s");
+        // A declined payment step ends the flow there.
+        let mut f = fake((402, r#"{"error":{}}"#), vec![(200, r#"{"state":"paid"}"#)]);
+        let record = run(&mut f).await;
+        assert_eq!(record.outcome, Outcome::Fail);
+        assert_eq!(f.sent.len(), 2, "the cart and the checkout, nothing after");
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_think_times() {
+        let think = Think {
+            min: Duration::from_millis(100),
+            max: Duration::from_millis(300),
+        };
+        let draw = |seed| {
+            let mut rng = StdRng::seed_from_u64(seed);
+            (0..5).map(|_| think.pick(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+        assert!(draw(3).iter().all(|d| (think.min..=think.max).contains(d)));
+    }
+}
