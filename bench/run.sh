@@ -14,7 +14,7 @@
 #   BENCH_ROWS="new replay" bench/run.sh
 #   BENCH_ROWS=peers bench/run.sh      # WireMock, localstripe, Locust beside fauxpay (bench/peers.sh)
 #
-# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load rate reconcile inproc;
+# Knobs (environment): BENCH_ROWS (new replay p99 memory webhooks durable dashboard soak hold load flow rate reconcile inproc;
 # peers and restart on request), BENCH_RESTART_SECONDS (600: the restart row's soak with --data-dir and
 # --retain, after which the provider is killed -9 and restarted), BENCH_SOAK_KEY_TTL (5s) and BENCH_SOAK_RETAIN (10s): the soak row's
 # window, which must hold fewer than BENCH_PAYMENTS payments at the provider's full speed,
@@ -26,7 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load rate reconcile inproc"}
+ROWS=${BENCH_ROWS:-"new replay p99 memory webhooks durable dashboard soak hold load flow rate reconcile inproc"}
 SOAK_KEY_TTL=${BENCH_SOAK_KEY_TTL:-5s}
 SOAK_RETAIN=${BENCH_SOAK_RETAIN:-10s}
 RESTART_SECS=${BENCH_RESTART_SECONDS:-600}
@@ -132,6 +132,8 @@ start_server() {
     # hello answering the provider's own answer ($WORK/answer.json, capture_answer) with
     # its headers, and doing nothing else: the provider's ceiling on this host.
     hello-answer) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 "$WORK/answer.json" >"$log" 2>&1 & ;;
+    # hello answering every step of the flow row's templates.
+    hello-flow) taskset -c "$SERVER_CPU" "$BIN/hello" 127.0.0.1:0 bench/templates/answer.json >"$log" 2>&1 & ;;
   esac
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
@@ -618,6 +620,28 @@ if has_row load; then
   r=$(median "${RATIOS[@]}")
   row "\`fauxpay load\` attempts/s against the provider" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s" "$(fmt "$r" 2)" "≥ 0.90" "$(ge "$r" 0.90)"
   RAW+=("load: fauxpay load attempts/s ${A_VALUES[*]}; bare goose req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+fi
+
+if has_row flow; then
+  echo "== fauxpay load: a three-step flow vs one request, against hello ($LOAD_USERS users, ${LOAD_SECS}s)" >&2
+  # Requests per second of one template against hello answering bench/templates/answer.json
+  # (hello is no provider: the ledger read at the end fails, and the report is still
+  # written). $1: the template, $2: its requests per payment.
+  flow_once() {
+    start_server hello-flow
+    timeout $((LOAD_SECS + 120)) taskset -c "$CLIENT_CPU" "$BIN/fauxpay" load --target "$SERVER_URL" --provider "$SERVER_URL" \
+      --template "$1" --out "$WORK/flow-report" "${goose_opts[@]}" >"$WORK/flow.log" 2>&1 || true
+    stop_server
+    local report
+    report=$(tr -d ' \n' <"$WORK/flow-report/report.json")
+    calc "$(json "$report" payments) * $2 / $(json "$report" duration_secs)"
+  }
+  three_once() { flow_once bench/templates/three-step.toml 3; }
+  one_once() { flow_once bench/templates/one-step.toml 1; }
+  abba three_once one_once "three-step requests/s" "one-step requests/s"
+  r=$(median "${RATIOS[@]}")
+  row "\`fauxpay load\` requests/s of a three-step flow (cart, keyed payment, order read; captures and an outcome rule) against hello" "$(fmt "$(median "${A_VALUES[@]}")")/s" "$(fmt "$(median "${B_VALUES[@]}")")/s one-step" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
+  RAW+=("flow: three-step requests/s ${A_VALUES[*]}; one-step requests/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
 
 if has_row rate; then
