@@ -172,6 +172,70 @@ async fn stripe_completes_3ds_so_3ds_cards_are_neither_lost_nor_phantom() {
     assert_eq!(h.summary().await["charges"], 60, "nothing more charged");
 }
 
+/// `--gate` expressions: a percentile of a step of the flow, of the payment, the error
+/// rate. Each is judged against the run, is a test case in junit.xml and a row in
+/// report.md, and decides the exit code; a step the template does not have is refused.
+#[tokio::test]
+async fn slo_gates_judge_steps_and_error_rates_and_decide_the_exit_code() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+    let mut args = stripe_args(&url, "retry-same-key=1", "slo");
+    args.extend([
+        "--payment-method",
+        "pm_card_authenticationRequired",
+        "--gate",
+        "p95(authenticate) < 30s",
+        "--gate",
+        "error_rate < 1%",
+        "--gate",
+        "p50(confirm) < 1us",
+    ]);
+    let run = load("slo", &args).await;
+    assert_eq!(
+        run.code, 1,
+        "the impossible gate fails the run\n{}\n{}",
+        run.stdout, run.stderr
+    );
+    let report = run.report();
+    let gate = |name: &str| {
+        report["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no gate {name} in {}", report["gates"]))
+    };
+    assert_eq!(gate("p95(authenticate) < 30s")["passed"], true);
+    assert_eq!(gate("error_rate < 1%")["value"], "0.00%");
+    assert_eq!(gate("error_rate < 1%")["passed"], true);
+    assert_eq!(gate("p50(confirm) < 1us")["passed"], false);
+    // Every step has its latency, its histogram kept for merging.
+    for step in ["confirm", "authenticate"] {
+        assert!(
+            report["latency"]["steps"][step]["latency"]["count"].as_u64().unwrap() >= 60,
+            "{step}"
+        );
+    }
+    let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(md.contains("| p50(confirm) < 1us |"), "{md}");
+    assert!(md.contains("| step `authenticate` |"), "{md}");
+    check_junit(&run.out, 1);
+    let junit = std::fs::read_to_string(run.out.join("junit.xml")).unwrap();
+    assert!(junit.contains("p95(authenticate) &lt; 30s"), "{junit}");
+
+    let mut args = stripe_args(&url, "retry-same-key=1", "slo2");
+    args.extend(["--gate", "p95(checkout) < 1s"]);
+    let run = load("slo-unknown", &args).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--gate: expected the latency of one of payment, attempt, confirm, authenticate, got 'checkout'"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// junit.xml parses as JUnit XML, one test case per gate, `failures` of them failing.
 fn check_junit(out: &Path, failures: usize) {
     let text = std::fs::read_to_string(out.join("junit.xml")).unwrap();

@@ -107,6 +107,11 @@ pub struct LoadArgs {
     /// --rate, counted from each checkout's intended start.
     #[arg(long, value_parser = duration, help_heading = "gates")]
     pub max_p99: Option<Duration>,
+    /// Gate: an SLO expression (repeatable), e.g. 'p95(checkout) < 800ms' (a step's, or
+    /// payment's end to end, or attempt's), 'error_rate < 1%' (payments not told ok),
+    /// 'rate >= 99%' (achieved ÷ asked, with --rate).
+    #[arg(long, value_name = "EXPR", help_heading = "gates")]
+    pub gate: Vec<String>,
     /// Gate: most start times of --rate dropped because every user was busy (not gated by
     /// default, as k6's dropped_iterations; always reported).
     #[arg(long, requires = "rate", help_heading = "gates")]

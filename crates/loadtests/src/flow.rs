@@ -134,6 +134,16 @@ pub struct Flow {
     pub fail: Option<Condition>,
 }
 
+impl Flow {
+    /// The payment step's name.
+    pub fn payment_step(&self) -> Option<&str> {
+        self.steps
+            .iter()
+            .find(|s| matches!(s.kind, StepKind::Payment))
+            .map(|s| s.name.as_str())
+    }
+}
+
 /// A template with steps, as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

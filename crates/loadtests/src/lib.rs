@@ -34,6 +34,7 @@ pub mod report_html;
 pub mod run;
 pub mod saved;
 pub mod scenario;
+pub mod slo;
 pub mod template;
 pub mod timeline;
 

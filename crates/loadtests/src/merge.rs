@@ -197,6 +197,7 @@ mod tests {
                 answers_cut: 0,
                 attempt_latency: l.clone(),
                 payment_latency: l,
+                step_latency: Default::default(),
                 fulfillment: None,
             },
             Thresholds {
@@ -210,6 +211,7 @@ mod tests {
                 max_dropped: None,
                 max_double_fulfillments: None,
                 max_missed_fulfillments: None,
+                slo: Vec::new(),
             },
         )
     }

@@ -57,6 +57,10 @@ pub struct Thresholds {
     pub max_double_fulfillments: Option<u64>,
     #[serde(default)]
     pub max_missed_fulfillments: Option<u64>,
+    /// `--gate` expressions (latency percentiles per step, the error rate, the achieved
+    /// rate), as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<String>,
 }
 
 impl Thresholds {
@@ -75,14 +79,17 @@ impl Thresholds {
     }
 }
 
-/// What a gate holds to: a count of anomalies, or the end-to-end p99. Written as its name
-/// (`"double charges"`, `"payment p99"`) in `report.json`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What a gate holds to: a count of anomalies, the end-to-end p99, or a `--gate`
+/// expression. Written as its name (`"double charges"`, `"payment p99"`, the expression)
+/// in `report.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum GateName {
     Anomaly(AnomalyKind),
     PaymentP99,
     /// Open model: start times dropped because every user was busy.
     Dropped,
+    /// A `--gate` expression (`p95(checkout) < 800ms`).
+    Slo(String),
 }
 
 impl GateName {
@@ -99,11 +106,12 @@ impl GateName {
         Self::Dropped,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             Self::Anomaly(kind) => kind.name(),
             Self::PaymentP99 => "payment p99",
             Self::Dropped => "dropped checkouts",
+            Self::Slo(text) => text,
         }
     }
 }
@@ -123,10 +131,13 @@ impl Serialize for GateName {
 impl<'de> Deserialize<'de> for GateName {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = Cow::<'de, str>::deserialize(d)?;
-        Self::ALL
-            .into_iter()
-            .find(|g| g.as_str() == name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown gate {name:?}")))
+        if let Some(g) = Self::ALL.into_iter().find(|g| g.as_str() == name) {
+            return Ok(g);
+        }
+        match crate::slo::Slo::parse(&name) {
+            Ok(_) => Ok(Self::Slo(name.into_owned())),
+            Err(_) => Err(serde::de::Error::custom(format!("unknown gate {name:?}"))),
+        }
     }
 }
 
@@ -146,6 +157,31 @@ pub struct LatencyReport {
     /// HdrHistogram V2-deflate, base64, in microseconds.
     pub attempt_histogram: String,
     pub payment_histogram: String,
+    /// A multi-step template's steps, by name (the payment step's are its attempts).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub steps: BTreeMap<String, StepLatency>,
+}
+
+/// One step's latency: its percentiles and its histogram (as the others are kept).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepLatency {
+    pub latency: Percentiles,
+    pub histogram: String,
+}
+
+fn step_latencies(steps: &BTreeMap<String, Latency>) -> BTreeMap<String, StepLatency> {
+    steps
+        .iter()
+        .map(|(name, l)| {
+            (
+                name.clone(),
+                StepLatency {
+                    latency: l.percentiles(),
+                    histogram: l.to_base64(),
+                },
+            )
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,6 +232,8 @@ pub struct Measured {
     pub answers_cut: u64,
     pub attempt_latency: Latency,
     pub payment_latency: Latency,
+    /// A multi-step template's steps' latencies, by name.
+    pub step_latency: BTreeMap<String, Latency>,
     pub fulfillment: Option<FulfillmentReport>,
 }
 
@@ -224,6 +262,7 @@ impl Report {
                 payment: m.payment_latency.percentiles(),
                 attempt_histogram: m.attempt_latency.to_base64(),
                 payment_histogram: m.payment_latency.to_base64(),
+                steps: step_latencies(&m.step_latency),
             },
             thresholds,
             gates: Vec::new(),
@@ -310,6 +349,31 @@ impl Report {
                 examples: Vec::new(),
             });
         }
+        for text in &t.slo {
+            let name = GateName::Slo(text.clone());
+            match crate::slo::Slo::parse(text) {
+                Ok(slo) => {
+                    let (value, passed) = match slo.value(self) {
+                        Some((v, shown)) => (shown, slo.holds(v)),
+                        None => ("not measured".to_string(), false),
+                    };
+                    gates.push(Gate {
+                        name,
+                        value,
+                        threshold: slo.threshold(),
+                        passed,
+                        examples: Vec::new(),
+                    });
+                }
+                Err(why) => gates.push(Gate {
+                    name,
+                    value: why,
+                    threshold: "a valid expression".into(),
+                    passed: false,
+                    examples: Vec::new(),
+                }),
+            }
+        }
         if let Some(max) = t.max_dropped {
             let dropped = self.open.as_ref().map_or(0, |o| o.dropped);
             gates.push(Gate {
@@ -334,6 +398,13 @@ impl Report {
         let mut out = first.clone();
         let mut attempt_h = Latency::from_base64(&first.latency.attempt_histogram)?;
         let mut payment_h = Latency::from_base64(&first.latency.payment_histogram)?;
+        let mut steps_h: BTreeMap<String, Latency> = BTreeMap::new();
+        for r in reports {
+            for (name, step) in &r.latency.steps {
+                let h = Latency::from_base64(&step.histogram)?;
+                steps_h.entry(name.clone()).or_default().merge(&h);
+            }
+        }
         for r in rest {
             if r.schema_version != REPORT_SCHEMA_VERSION {
                 return Err(format!(
@@ -391,6 +462,7 @@ impl Report {
             payment: payment_h.percentiles(),
             attempt_histogram: attempt_h.to_base64(),
             payment_histogram: payment_h.to_base64(),
+            steps: step_latencies(&steps_h),
         };
         out.gates = out.evaluate();
         Ok(out)
@@ -435,9 +507,11 @@ impl Report {
             self.payments, o.ok, o.fail, o.info, self.attempts, self.duration_secs, self.attempts_per_sec
         );
         let intended = self.open.as_ref().map(|o| ("intended", &o.latency_from_intended));
+        let steps = self.latency.steps.iter().map(|(name, s)| (name.as_str(), &s.latency));
         for (label, p) in [("attempt", &self.latency.attempt), ("payment", &self.latency.payment)]
             .into_iter()
             .chain(intended)
+            .chain(steps)
         {
             let _ = writeln!(
                 s,
@@ -612,6 +686,12 @@ impl Report {
             s,
             "\n| latency | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|"
         );
+        let steps: Vec<(String, &Percentiles)> = self
+            .latency
+            .steps
+            .iter()
+            .map(|(name, s)| (format!("step `{name}`"), &s.latency))
+            .collect();
         for (label, p) in [
             ("attempt", &self.latency.attempt),
             ("payment (end to end)", &self.latency.payment),
@@ -621,7 +701,9 @@ impl Report {
             self.open
                 .as_ref()
                 .map(|o| ("payment from its intended start", &o.latency_from_intended)),
-        ) {
+        )
+        .chain(steps.iter().map(|(l, p)| (l.as_str(), *p)))
+        {
             let _ = writeln!(
                 s,
                 "| {label} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
@@ -739,6 +821,7 @@ mod tests {
                 answers_cut: 0,
                 attempt_latency: attempt,
                 payment_latency: payment,
+                step_latency: Default::default(),
                 fulfillment: None,
             },
             Thresholds {
@@ -752,6 +835,7 @@ mod tests {
                 max_dropped: None,
                 max_double_fulfillments: None,
                 max_missed_fulfillments: None,
+                slo: Vec::new(),
             },
         )
     }

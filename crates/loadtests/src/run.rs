@@ -52,6 +52,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_dropped: args.max_dropped,
         max_double_fulfillments: None,
         max_missed_fulfillments: None,
+        slo: slo_gates(&args.gate, &template)?,
     };
     let mut thresholds = thresholds;
     if template.fulfillment.is_some() {
@@ -259,6 +260,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             answers_cut: rec.answers_cut,
             attempt_latency: state.attempt_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             payment_latency: state.payment_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
+            step_latency: state.step_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             fulfillment,
         },
         thresholds,
@@ -513,6 +515,35 @@ pub fn exit_code(report: &Report) -> u8 {
     } else {
         1
     }
+}
+
+/// The `--gate` expressions, each parsed and its step checked against the template.
+fn slo_gates(gates: &[String], template: &crate::template::Template) -> Result<Vec<String>, LoadError> {
+    let steps: Vec<&str> = template
+        .flow
+        .as_ref()
+        .map(|f| f.steps.iter().map(|s| s.name.as_str()).collect())
+        .unwrap_or_default();
+    gates
+        .iter()
+        .map(|text| {
+            let slo = crate::slo::Slo::parse(text).map_err(|e| ConfigError::flag("--gate", e))?;
+            if let Some(of) = slo.measures() {
+                if !(of == "payment" || of == "attempt" || steps.contains(&of)) {
+                    let known = ["payment", "attempt"]
+                        .into_iter()
+                        .chain(steps.iter().copied())
+                        .collect::<Vec<_>>();
+                    return Err(ConfigError::flag(
+                        "--gate",
+                        format!("the latency of one of {}, got '{of}' in '{text}'", known.join(", ")),
+                    )
+                    .into());
+                }
+            }
+            Ok(slo.text)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -31,6 +31,9 @@ pub struct RunState {
     next: AtomicU64,
     pub attempt_latency: Mutex<Latency>,
     pub payment_latency: Mutex<Latency>,
+    /// A multi-step template's steps' latencies, by name (the payment step's attempts
+    /// under its name).
+    pub step_latency: Mutex<std::collections::BTreeMap<String, Latency>>,
 }
 
 /// What a [`RunState`] is built from (the shared strings are `Arc`s: every checkout
@@ -59,6 +62,7 @@ impl RunState {
             next: AtomicU64::new(0),
             attempt_latency: Mutex::new(Latency::default()),
             payment_latency: Mutex::new(Latency::default()),
+            step_latency: Mutex::new(Default::default()),
         })
     }
 
@@ -128,6 +132,21 @@ impl RunState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .record(record.e2e_us);
+        if let Some(flow) = &template.flow {
+            let mut steps = self.step_latency.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(payment) = flow.payment_step() {
+                let l = steps.entry(payment.to_string()).or_default();
+                for a in &record.attempts {
+                    l.record(a.elapsed_us);
+                }
+            }
+            for s in &record.steps {
+                match steps.get_mut(&s.name) {
+                    Some(l) => l.record(s.elapsed_us),
+                    None => steps.entry(s.name.clone()).or_default().record(s.elapsed_us),
+                }
+            }
+        }
         self.counters.add(&record);
         // The journal keeps the payment for reconciliation once written.
         self.setup.journal.record(record);

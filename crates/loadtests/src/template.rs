@@ -98,29 +98,29 @@ impl Text {
             let name = &after[..close];
             let p = match Placeholder::parse(name) {
                 Some(p) => p,
-                None => {
-                    match names.before.iter().position(|n| n == name.trim()) {
-                        Some(i) => Placeholder::Capture(names.index[i]),
-                        None if names.later.iter().any(|n| n == name.trim()) => return Err(ConfigError::new(
+                None => match names.before.iter().position(|n| n == name.trim()) {
+                    Some(i) => Placeholder::Capture(names.index[i]),
+                    None if names.later.iter().any(|n| n == name.trim()) => {
+                        return Err(ConfigError::new(
                             file,
                             field,
                             format!(
                                 "a value an earlier step captured, but {{{{{name}}}}} is captured only by a later step"
                             ),
-                        )),
-                        None => {
-                            let captured = match names.before {
-                                [] => String::new(),
-                                some => format!(", or a value an earlier step captures ({})", some.join(", ")),
-                            };
-                            return Err(ConfigError::new(
+                        ))
+                    }
+                    None => {
+                        let captured = match names.before {
+                            [] => String::new(),
+                            some => format!(", or a value an earlier step captures ({})", some.join(", ")),
+                        };
+                        return Err(ConfigError::new(
                             file,
                             field,
                             format!("unknown placeholder {{{{{name}}}}}, expected one of order_id, amount, currency, idempotency_key, payment_method, api_key{captured}"),
                         ));
-                        }
                     }
-                }
+                },
             };
             segments.push(Segment::Value(p));
             rest = &after[close + 2..];

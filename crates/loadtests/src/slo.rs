@@ -1,0 +1,231 @@
+//! SLO gates beyond the anomaly counts (`fauxpay load --gate EXPR`), in k6's spirit:
+//! `p95(checkout) < 800ms`, `p99 < 2s` (a payment, end to end), `error_rate < 1%`,
+//! `rate >= 99%` (achieved ÷ asked, with `--rate`).
+//!
+//! A percentile names what it measures: `payment` (end to end, every step and backoff
+//! included, from the intended start under `--rate`; the default), `attempt` (each send of the payment step), or a step of a
+//! multi-step template by its name (the payment step's name means its attempts). Each gate
+//! is a test case in `junit.xml` and a row in `report.md` and `report.html`, named by its
+//! expression.
+
+use std::time::Duration;
+
+use crate::report::Report;
+
+/// What a gate measures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// A latency percentile (0–100) of `of`.
+    Percentile { q: f64, of: String },
+    /// Payments not told `ok` ÷ payments.
+    ErrorRate,
+    /// The open model's achieved rate ÷ the asked rate.
+    Rate,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Op {
+    fn holds(self, value: f64, bound: f64) -> bool {
+        match self {
+            Op::Lt => value < bound,
+            Op::Le => value <= bound,
+            Op::Gt => value > bound,
+            Op::Ge => value >= bound,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "≤",
+            Op::Gt => ">",
+            Op::Ge => "≥",
+        }
+    }
+}
+
+/// One `--gate`: a metric, a comparison and a bound (milliseconds for a percentile, a
+/// fraction for a rate).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slo {
+    pub text: String,
+    pub metric: Metric,
+    pub op: Op,
+    pub bound: f64,
+}
+
+const EXPECTED: &str = "an expression such as 'p95(checkout) < 800ms', 'p99 < 2s', 'error_rate < 1%' or 'rate >= 99%'";
+
+impl Slo {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("{EXPECTED}, got '{text}' ({why})");
+        let at = text
+            .find(['<', '>'])
+            .ok_or_else(|| bad("no comparison (<, <=, >, >=)"))?;
+        let (left, rest) = text.split_at(at);
+        let (op, right) = match rest {
+            r if r.starts_with("<=") => (Op::Le, &r[2..]),
+            r if r.starts_with(">=") => (Op::Ge, &r[2..]),
+            r if r.starts_with('<') => (Op::Lt, &r[1..]),
+            r => (Op::Gt, &r[1..]),
+        };
+        let (left, right) = (left.trim(), right.trim());
+        let metric = match left {
+            "error_rate" => Metric::ErrorRate,
+            "rate" => Metric::Rate,
+            p if p.starts_with('p') => {
+                let (q, of) = match p[1..].split_once('(') {
+                    Some((q, of)) => (q, of.strip_suffix(')').ok_or_else(|| bad("an unclosed '('"))?.trim()),
+                    None => (&p[1..], "payment"),
+                };
+                let q: f64 = match q {
+                    "999" => 99.9,
+                    q => q
+                        .parse()
+                        .map_err(|_| bad("a percentile such as p50, p95, p99 or p999"))?,
+                };
+                if !(0.0..=100.0).contains(&q) || of.is_empty() {
+                    return Err(bad("a percentile from p0 to p100 of a named step"));
+                }
+                Metric::Percentile { q, of: of.to_string() }
+            }
+            _ => return Err(bad("an unknown metric (pNN, pNN(step), error_rate, rate)")),
+        };
+        let bound = match metric {
+            Metric::Percentile { .. } => humantime::parse_duration(right)
+                .map(|d: Duration| d.as_secs_f64() * 1000.0)
+                .map_err(|_| bad("a duration such as 800ms or 2s after the comparison"))?,
+            Metric::ErrorRate | Metric::Rate => match right.strip_suffix('%') {
+                Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                None => right.parse::<f64>(),
+            }
+            .ok()
+            .filter(|f| f.is_finite() && (0.0..=1.0).contains(f))
+            .ok_or_else(|| bad("a share such as 1% or 0.01 after the comparison"))?,
+        };
+        Ok(Self {
+            text: text.trim().to_string(),
+            metric,
+            op,
+            bound,
+        })
+    }
+
+    /// The latency this gate reads, when it is a percentile (to check it exists).
+    pub fn measures(&self) -> Option<&str> {
+        match &self.metric {
+            Metric::Percentile { of, .. } => Some(of),
+            _ => None,
+        }
+    }
+
+    /// What `report` measured for this gate, and how it reads; `None` when the report
+    /// has no such number (an unknown step, `rate` without `--rate`).
+    pub fn value(&self, report: &Report) -> Option<(f64, String)> {
+        match &self.metric {
+            Metric::Percentile { q, of } => {
+                let histogram = match of.as_str() {
+                    // The open model counts from each checkout's intended start, as
+                    // --max-p99 does (no coordinated omission).
+                    "payment" => Some(report.open.as_ref().map_or(&report.latency.payment_histogram, |o| {
+                        &o.latency_from_intended_histogram
+                    })),
+                    "attempt" => Some(&report.latency.attempt_histogram),
+                    step => report.latency.steps.get(step).map(|s| &s.histogram),
+                }?;
+                let h = crate::latency::Latency::from_base64(histogram).ok()?;
+                let ms = h.quantile_ms(q / 100.0);
+                Some((ms, format!("{ms:.1} ms")))
+            }
+            Metric::ErrorRate => {
+                let o = &report.outcomes;
+                let total = o.ok + o.fail + o.info;
+                let rate = if total == 0 {
+                    0.0
+                } else {
+                    (o.fail + o.info) as f64 / total as f64
+                };
+                Some((rate, format!("{:.2}%", rate * 100.0)))
+            }
+            Metric::Rate => {
+                let open = report.open.as_ref()?;
+                let asked = open.scheduled as f64 / open.run_time_secs.max(f64::EPSILON);
+                let achieved = if asked > 0.0 {
+                    open.achieved_per_sec / asked
+                } else {
+                    0.0
+                };
+                Some((achieved, format!("{:.2}%", achieved * 100.0)))
+            }
+        }
+    }
+
+    /// The bound as a gate's threshold reads.
+    pub fn threshold(&self) -> String {
+        match self.metric {
+            Metric::Percentile { .. } => format!("{} {:.1} ms", self.op.as_str(), self.bound),
+            _ => format!("{} {}%", self.op.as_str(), self.bound * 100.0),
+        }
+    }
+
+    /// Whether `value` passes.
+    pub fn holds(&self, value: f64) -> bool {
+        self.op.holds(value, self.bound)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expressions_parse_as_k6_writes_them() {
+        let p95 = Slo::parse("p95(checkout) < 800ms").unwrap();
+        assert_eq!(
+            p95.metric,
+            Metric::Percentile {
+                q: 95.0,
+                of: "checkout".into()
+            }
+        );
+        assert_eq!((p95.op, p95.bound), (Op::Lt, 800.0));
+        assert_eq!(p95.threshold(), "< 800.0 ms");
+        let p99 = Slo::parse("p99<=2s").unwrap();
+        assert_eq!(p99.measures(), Some("payment"));
+        assert_eq!((p99.op, p99.bound), (Op::Le, 2000.0));
+        assert_eq!(
+            Slo::parse("p999 < 1s").unwrap().metric,
+            Metric::Percentile {
+                q: 99.9,
+                of: "payment".into()
+            }
+        );
+        let errors = Slo::parse("error_rate < 1%").unwrap();
+        assert_eq!((errors.metric.clone(), errors.bound), (Metric::ErrorRate, 0.01));
+        assert!(errors.holds(0.005) && !errors.holds(0.01));
+        let rate = Slo::parse("rate >= 0.99").unwrap();
+        assert_eq!((rate.metric, rate.op, rate.bound), (Metric::Rate, Op::Ge, 0.99));
+        for bad in [
+            "p95(checkout)",
+            "p95(checkout < 1s",
+            "q95 < 1s",
+            "p101 < 1s",
+            "p95 < fast",
+            "error_rate < 150%",
+            "error_rate < lots",
+        ] {
+            let e = Slo::parse(bad).unwrap_err();
+            assert!(
+                e.starts_with("an expression such as") && e.contains(&format!("got '{bad}' (")),
+                "{e}"
+            );
+        }
+    }
+}
