@@ -479,6 +479,18 @@ pub fn maybe_start(app: &Arc<Provider>) {
     ) {
         return;
     }
+    // The rewrite needs room: at most the log's size again. Without it, compacting would
+    // fill the disk the log itself needs (its writes would answer 503 until the rewrite
+    // gave up); the log keeps growing instead, and the next sweep looks again.
+    let room = rustix::fs::statvfs(&dir).map_or(u64::MAX, |v| v.f_bavail.saturating_mul(v.f_frsize));
+    if room < log.end().saturating_add(64 << 20) {
+        tracing::debug!(
+            room,
+            log = log.end(),
+            "not compacting: too little disk space for the rewrite"
+        );
+        return;
+    }
     if state.running.swap(true, Ordering::AcqRel) {
         return;
     }
