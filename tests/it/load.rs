@@ -574,10 +574,8 @@ fn the_templates_in_the_docs_parse() {
         .collect();
     assert!(blocks.len() >= 3, "{} toml blocks", blocks.len());
     for block in blocks {
-        let t = fauxpay_loadtests::template::Template::parse("docs/load.md", block)
-            .unwrap_or_else(|e| panic!("{e}\n{block}"));
-        if block.contains("[[step]]") {
-            assert!(t.flow.is_some(), "{block}");
-        }
+        let plan =
+            fauxpay_loadtests::plan::Plan::parse("docs/load.md", block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        assert_eq!(plan.flow.is_some(), block.contains("[[step]]"), "{block}");
     }
 }

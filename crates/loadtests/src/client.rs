@@ -31,6 +31,19 @@ pub enum FailureKind {
     Other,
 }
 
+/// What a step other than the payment step got back.
+#[derive(Debug)]
+pub enum StepAnswer {
+    Answer {
+        status: u16,
+        headers: reqwest::header::HeaderMap,
+        body: Vec<u8>,
+    },
+    Failed {
+        kind: FailureKind,
+    },
+}
+
 /// What one attempt got back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
@@ -85,7 +98,7 @@ pub struct PaymentRecord {
     pub attempts: Vec<AttemptRecord>,
     /// A multi-step flow's other steps (the payment step's sends are `attempts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<crate::flow::StepRecord>,
+    pub steps: Vec<crate::steps::StepRecord>,
 }
 
 /// The checkout to attempt.
@@ -158,12 +171,12 @@ pub trait Transport {
     /// Sends a flow's step other than the payment step, once, to `base`.
     fn send_step(
         &mut self,
-        _base: crate::flow::Base,
+        _base: crate::steps::Base,
         _method: &reqwest::Method,
         _request: Rendered,
         _timeout: Duration,
-    ) -> impl std::future::Future<Output = crate::flow::StepAnswer> + Send {
-        std::future::ready(crate::flow::StepAnswer::Failed {
+    ) -> impl std::future::Future<Output = StepAnswer> + Send {
+        std::future::ready(StepAnswer::Failed {
             kind: FailureKind::Other,
         })
     }

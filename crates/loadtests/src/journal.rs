@@ -168,7 +168,7 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
         reason: why,
     };
     let mut attempts: std::collections::HashMap<String, Vec<AttemptRecord>> = Default::default();
-    let mut steps: std::collections::HashMap<String, Vec<crate::flow::StepRecord>> = Default::default();
+    let mut steps: std::collections::HashMap<String, Vec<crate::steps::StepRecord>> = Default::default();
     let mut payments = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(n, e.to_string()))?;
@@ -210,7 +210,7 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
 #[derive(Serialize)]
 struct StepLine<'a> {
     order_id: &'a str,
-    step: &'a crate::flow::StepRecord,
+    step: &'a crate::steps::StepRecord,
     #[serde(rename = "type")]
     kind: &'static str,
 }

@@ -27,6 +27,7 @@ pub mod merge;
 pub mod mix;
 pub mod open;
 pub mod output;
+pub mod plan;
 pub mod progress;
 pub mod reconcile;
 pub mod report;
@@ -35,6 +36,7 @@ pub mod run;
 pub mod saved;
 pub mod scenario;
 pub mod slo;
+pub mod steps;
 pub mod template;
 pub mod timeline;
 

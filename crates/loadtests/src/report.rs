@@ -221,6 +221,38 @@ pub struct Report {
     pub ledger_unread: Option<String>,
 }
 
+impl crate::slo::Measures for Report {
+    fn histogram(&self, of: &str) -> Option<&str> {
+        match of {
+            // The open model counts from each checkout's intended start, as --max-p99
+            // does (no coordinated omission).
+            "payment" => Some(
+                self.open
+                    .as_ref()
+                    .map_or(&self.latency.payment_histogram, |o| &o.latency_from_intended_histogram),
+            ),
+            "attempt" => Some(&self.latency.attempt_histogram),
+            step => self.latency.steps.get(step).map(|s| &s.histogram),
+        }
+        .map(String::as_str)
+    }
+
+    fn outcomes(&self) -> (u64, u64) {
+        let o = &self.outcomes;
+        (o.ok, o.fail + o.info)
+    }
+
+    fn rate(&self) -> Option<f64> {
+        let open = self.open.as_ref()?;
+        let asked = open.scheduled as f64 / open.run_time_secs.max(f64::EPSILON);
+        Some(if asked > 0.0 {
+            open.achieved_per_sec / asked
+        } else {
+            0.0
+        })
+    }
+}
+
 /// What a run measured, before gates.
 pub struct Measured {
     pub run: RunInfo,

@@ -27,7 +27,6 @@ use crate::reconcile::reconcile;
 use crate::reconcile::Anomalies;
 use crate::report::{Measured, Report, RunInfo, Thresholds};
 use crate::scenario::{RunSetup, RunState};
-use crate::template::Template;
 use crate::timeline::{provider_profile, Timeline};
 
 /// Checkouts per goose user when neither --iterations nor --run-time is given.
@@ -35,7 +34,7 @@ pub const DEFAULT_ITERATIONS: usize = 25;
 
 /// Runs a load test; the report says whether every gate held.
 pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
-    let template = Template::load(&args.template)?;
+    let crate::plan::Plan { template, flow } = crate::plan::Plan::load(&args.template)?;
     let mix = Mix::parse(&args.mix)?;
     let run_id = args.run_id()?;
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -52,7 +51,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_dropped: args.max_dropped,
         max_double_fulfillments: None,
         max_missed_fulfillments: None,
-        slo: slo_gates(&args.gate, &template)?,
+        slo: slo_gates(&args.gate, flow.as_ref())?,
     };
     let mut thresholds = thresholds;
     if template.fulfillment.is_some() {
@@ -115,6 +114,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         run_id: run_id.clone(),
         seed,
         template,
+        flow,
         mix: mix.clone(),
         policy: RetryPolicy {
             max_attempts: args.max_attempts,
@@ -518,10 +518,8 @@ pub fn exit_code(report: &Report) -> u8 {
 }
 
 /// The `--gate` expressions, each parsed and its step checked against the template.
-fn slo_gates(gates: &[String], template: &crate::template::Template) -> Result<Vec<String>, LoadError> {
-    let steps: Vec<&str> = template
-        .flow
-        .as_ref()
+fn slo_gates(gates: &[String], flow: Option<&crate::steps::Flow>) -> Result<Vec<String>, LoadError> {
+    let steps: Vec<&str> = flow
         .map(|f| f.steps.iter().map(|s| s.name.as_str()).collect())
         .unwrap_or_default();
     gates

@@ -11,16 +11,18 @@ use goose::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::client::StepAnswer;
 use crate::client::{
     classify, read_answer, read_answer_keeping, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy,
     Transport,
 };
-use crate::flow::{run_flow, Base, StepAnswer};
+use crate::flow::run_flow;
 use crate::journal::Journal;
 use crate::latency::Latency;
 use crate::mix::Mix;
 use crate::open::Dispatcher;
 use crate::progress::Counters;
+use crate::steps::{Base, Flow};
 use crate::template::{Rendered, Template};
 
 /// Everything the load-test tasks share: the run's setup and what the run counts.
@@ -42,6 +44,8 @@ pub struct RunSetup {
     pub run_id: String,
     pub seed: u64,
     pub template: Template,
+    /// A multi-step template's flow around `template` (its payment step).
+    pub flow: Option<Flow>,
     pub mix: Mix,
     pub policy: RetryPolicy,
     pub amount: (u64, u64),
@@ -96,7 +100,7 @@ impl RunState {
         let mut rng = StdRng::seed_from_u64(self.setup.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let checkout = self.checkout(index, &mut rng);
         let template = &self.setup.template;
-        let record = match &template.flow {
+        let record = match &self.setup.flow {
             None => {
                 run_checkout(
                     transport,
@@ -132,7 +136,7 @@ impl RunState {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .record(record.e2e_us);
-        if let Some(flow) = &template.flow {
+        if let Some(flow) = &self.setup.flow {
             let mut steps = self.step_latency.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(payment) = flow.payment_step() {
                 let l = steps.entry(payment.to_string()).or_default();
@@ -158,7 +162,7 @@ impl RunState {
         GooseTransport {
             user,
             provider: &self.setup.provider,
-            last: self.setup.template.flow.as_ref().map(|_| Default::default()),
+            last: self.setup.flow.as_ref().map(|_| Default::default()),
         }
     }
 

@@ -10,7 +10,16 @@
 
 use std::time::Duration;
 
-use crate::report::Report;
+/// What a gate reads of a run (a report gives it).
+pub trait Measures {
+    /// The latency histogram (HdrHistogram, base64) of `of`: `payment` (from the intended
+    /// start under `--rate`), `attempt`, or a step by its name.
+    fn histogram(&self, of: &str) -> Option<&str>;
+    /// Payments told `ok`, and the others (`fail` and `info`).
+    fn outcomes(&self) -> (u64, u64);
+    /// Under `--rate`: the achieved rate ÷ the asked one.
+    fn rate(&self) -> Option<f64>;
+}
 
 /// What a gate measures.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,42 +135,23 @@ impl Slo {
         }
     }
 
-    /// What `report` measured for this gate, and how it reads; `None` when the report
-    /// has no such number (an unknown step, `rate` without `--rate`).
-    pub fn value(&self, report: &Report) -> Option<(f64, String)> {
+    /// What a run measured for this gate, and how it reads; `None` when the run has no
+    /// such number (an unknown step, `rate` without `--rate`).
+    pub fn value(&self, run: &impl Measures) -> Option<(f64, String)> {
         match &self.metric {
             Metric::Percentile { q, of } => {
-                let histogram = match of.as_str() {
-                    // The open model counts from each checkout's intended start, as
-                    // --max-p99 does (no coordinated omission).
-                    "payment" => Some(report.open.as_ref().map_or(&report.latency.payment_histogram, |o| {
-                        &o.latency_from_intended_histogram
-                    })),
-                    "attempt" => Some(&report.latency.attempt_histogram),
-                    step => report.latency.steps.get(step).map(|s| &s.histogram),
-                }?;
-                let h = crate::latency::Latency::from_base64(histogram).ok()?;
+                let h = crate::latency::Latency::from_base64(run.histogram(of)?).ok()?;
                 let ms = h.quantile_ms(q / 100.0);
                 Some((ms, format!("{ms:.1} ms")))
             }
             Metric::ErrorRate => {
-                let o = &report.outcomes;
-                let total = o.ok + o.fail + o.info;
-                let rate = if total == 0 {
-                    0.0
-                } else {
-                    (o.fail + o.info) as f64 / total as f64
-                };
+                let (ok, not_ok) = run.outcomes();
+                let total = ok + not_ok;
+                let rate = if total == 0 { 0.0 } else { not_ok as f64 / total as f64 };
                 Some((rate, format!("{:.2}%", rate * 100.0)))
             }
             Metric::Rate => {
-                let open = report.open.as_ref()?;
-                let asked = open.scheduled as f64 / open.run_time_secs.max(f64::EPSILON);
-                let achieved = if asked > 0.0 {
-                    open.achieved_per_sec / asked
-                } else {
-                    0.0
-                };
+                let achieved = run.rate()?;
                 Some((achieved, format!("{:.2}%", achieved * 100.0)))
             }
         }

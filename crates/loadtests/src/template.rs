@@ -230,7 +230,7 @@ pub struct Probe {
 }
 
 impl Probe {
-    fn compile(file: &str, p: &ProbeFile) -> Result<Self, ConfigError> {
+    pub(crate) fn compile(file: &str, p: &ProbeFile) -> Result<Self, ConfigError> {
         let method = reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
             ConfigError::new(
                 file,
@@ -299,7 +299,7 @@ impl Probe {
     }
 }
 
-fn default_pointers() -> Vec<String> {
+pub(crate) fn default_pointers() -> Vec<String> {
     vec!["/payment_intent".into(), "/id".into()]
 }
 
@@ -315,8 +315,6 @@ pub struct Template {
     payment_id: Vec<String>,
     /// `[fulfillment]`, if the template has one.
     pub fulfillment: Option<Probe>,
-    /// With `[[step]]`s: the steps around this request (the payment step).
-    pub flow: Option<crate::flow::Flow>,
 }
 
 /// A rendered attempt, ready to send.
@@ -383,80 +381,48 @@ fail = { status = ["requires_payment_method", "canceled"] }
 pub const BUNDLED: &[(&str, &str)] = &[("checkout-json", CHECKOUT_JSON), ("stripe", STRIPE)];
 
 impl Template {
-    /// A bundled template by name, or a TOML file by path.
+    /// A bundled one-request template by name, or a TOML file by path (a multi-step
+    /// template is loaded by `crate::plan::Plan::load`).
     pub fn load(name_or_path: &str) -> Result<Self, ConfigError> {
-        if let Some((_, text)) = BUNDLED.iter().find(|(n, _)| *n == name_or_path) {
-            return Self::parse(name_or_path, text);
-        }
-        if !(name_or_path.contains('/') || name_or_path.ends_with(".toml")) {
-            return Err(ConfigError::new(
-                name_or_path,
-                "template",
-                "a bundled template (checkout-json, stripe) or a path to a .toml file",
-            ));
-        }
-        let text = std::fs::read_to_string(name_or_path)
-            .map_err(|e| ConfigError::new(name_or_path, "template", format!("a readable file ({e})")))?;
-        Self::parse(name_or_path, &text)
+        let (file, text) = source(name_or_path)?;
+        Self::parse(&file, &text)
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
-        let toml_error = |e: toml::de::Error| {
-            let line = e.span().map(|s| text[..s.start].lines().count().max(1));
-            let message = e.message().to_string();
-            match line {
-                Some(l) => ConfigError::new(&format!("{file}:{l}"), "template", message),
-                None => ConfigError::new(file, "template", message),
-            }
-        };
-        let table: toml::Table = toml::from_str(text).map_err(toml_error)?;
-        if table.contains_key("step") {
-            let f: crate::flow::FlowFile = toml::from_str(text).map_err(toml_error)?;
-            let crate::flow::Compiled { payment: p, flow } = crate::flow::compile(file, &f)?;
-            let names = Names {
-                before: &p.before,
-                index: &p.index,
-                later: &p.later,
-            };
-            let field = flow
-                .steps
-                .iter()
-                .position(|s| matches!(s.kind, crate::flow::StepKind::Payment))
-                .map(|i| format!("step {} ({})", i + 1, flow.steps[i].name))
-                .unwrap_or_default();
-            let mut t = Self::request(
-                file,
-                &field,
-                &p.method,
-                &p.path,
-                Some(p.format),
-                Some(&p.body),
-                &p.headers,
-                &names,
-            )?;
-            if !t.body.uses(Placeholder::OrderId) {
-                return Err(ConfigError::new(
-                    file,
-                    &format!("{field}.body"),
-                    "a body that sends {{order_id}} (the provider correlates charges by it)",
-                ));
-            }
-            t.name = f.name.clone();
-            t.payment_id = p.payment_id.unwrap_or_else(default_pointers);
-            for ptr in &t.payment_id {
-                if !ptr.starts_with('/') {
-                    return Err(ConfigError::new(
-                        file,
-                        &format!("{field}.payment_id"),
-                        format!("JSON pointers starting with '/', got '{ptr}'"),
-                    ));
-                }
-            }
-            t.fulfillment = f.fulfillment.as_ref().map(|p| Probe::compile(file, p)).transpose()?;
-            t.flow = Some(flow);
-            return Ok(t);
-        }
-        let t: TemplateFile = toml::from_str(text).map_err(toml_error)?;
+        let t: TemplateFile = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
+        Self::compile(file, t)
+    }
+}
+
+/// A bundled template's name and text, or a file's path and text.
+pub(crate) fn source(name_or_path: &str) -> Result<(String, String), ConfigError> {
+    if let Some((name, text)) = BUNDLED.iter().find(|(n, _)| *n == name_or_path) {
+        return Ok((name.to_string(), text.to_string()));
+    }
+    if !(name_or_path.contains('/') || name_or_path.ends_with(".toml")) {
+        return Err(ConfigError::new(
+            name_or_path,
+            "template",
+            "a bundled template (checkout-json, stripe) or a path to a .toml file",
+        ));
+    }
+    let text = std::fs::read_to_string(name_or_path)
+        .map_err(|e| ConfigError::new(name_or_path, "template", format!("a readable file ({e})")))?;
+    Ok((name_or_path.to_string(), text))
+}
+
+/// A TOML error in `file`, at its line.
+pub(crate) fn toml_error(file: &str, text: &str, e: toml::de::Error) -> ConfigError {
+    let line = e.span().map(|s| text[..s.start].lines().count().max(1));
+    let message = e.message().to_string();
+    match line {
+        Some(l) => ConfigError::new(&format!("{file}:{l}"), "template", message),
+        None => ConfigError::new(file, "template", message),
+    }
+}
+
+impl Template {
+    fn compile(file: &str, t: TemplateFile) -> Result<Self, ConfigError> {
         let method = reqwest::Method::from_bytes(t.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| ConfigError::new(file, "method", format!("an HTTP method, got '{}'", t.method)))?;
         if !t.path.starts_with('/') {
@@ -496,7 +462,6 @@ impl Template {
             headers,
             payment_id: t.payment_id,
             fulfillment,
-            flow: None,
         })
     }
 
@@ -544,8 +509,40 @@ impl Template {
             headers: compiled_headers,
             payment_id: Vec::new(),
             fulfillment: None,
-            flow: None,
         })
+    }
+
+    /// Makes a flow's payment step's request (`self`, from [`Template::request`]) the
+    /// template's: named `name`, naming the payment at `payment_id`, with the template's
+    /// fulfilment probe. Its body must send `{{order_id}}`.
+    pub(crate) fn into_payment_step(
+        mut self,
+        file: &str,
+        name: &str,
+        payment_id: Option<Vec<String>>,
+        fulfillment: Option<&ProbeFile>,
+    ) -> Result<Self, ConfigError> {
+        let field = std::mem::take(&mut self.name);
+        if !self.body.uses(Placeholder::OrderId) {
+            return Err(ConfigError::new(
+                file,
+                &format!("{field}.body"),
+                "a body that sends {{order_id}} (the provider correlates charges by it)",
+            ));
+        }
+        self.payment_id = payment_id.unwrap_or_else(default_pointers);
+        for ptr in &self.payment_id {
+            if !ptr.starts_with('/') {
+                return Err(ConfigError::new(
+                    file,
+                    &format!("{field}.payment_id"),
+                    format!("JSON pointers starting with '/', got '{ptr}'"),
+                ));
+            }
+        }
+        self.fulfillment = fulfillment.map(|p| Probe::compile(file, p)).transpose()?;
+        self.name = name.to_string();
+        Ok(self)
     }
 
     /// The captures this request's placeholders use.
@@ -786,7 +783,7 @@ mod tests {
 
     #[test]
     fn payment_ids_are_found_in_raw_bodies_as_in_parsed_ones() {
-        let t = Template::load("stripe").unwrap();
+        let t = crate::plan::Plan::load("stripe").unwrap().template;
         let bodies: &[&[u8]] = &[
             br#"{"id":"pi_1","object":"payment_intent","metadata":{"id":"no"}}"#,
             br#"{"error":{"type":"card_error","payment_intent":{"id":"pi_2","x":[1,{"id":3}]}}}"#,
@@ -855,7 +852,10 @@ mod tests {
         assert_eq!(body["amount"], 2500);
         assert_eq!(body["order_id"], "r1-000001");
         assert_eq!(r.headers[0].1, "k-1");
-        let s = Template::load("stripe").unwrap().render(&values(Some("k 1")));
+        let s = crate::plan::Plan::load("stripe")
+            .unwrap()
+            .template
+            .render(&values(Some("k 1")));
         assert!(s.body.contains("metadata[order_id]=r1-000001"));
         assert!(s
             .headers
@@ -930,7 +930,11 @@ mod tests {
         assert!(p.count_in(br#"{"fulfillments":"2"}"#).is_err());
         assert!(p.count_in(br#"{}"#).is_err());
         assert!(p.count_in(b"<html>").is_err());
-        assert!(Template::load("stripe").unwrap().fulfillment.is_none());
+        assert!(crate::plan::Plan::load("stripe")
+            .unwrap()
+            .template
+            .fulfillment
+            .is_none());
 
         let base = "name='t'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{{order_id}}'\n";
         let ok = Template::parse(
@@ -977,7 +981,7 @@ mod tests {
 
     #[test]
     fn payment_ids_come_from_the_pointers() {
-        let t = Template::load("stripe").unwrap();
+        let t = crate::plan::Plan::load("stripe").unwrap().template;
         assert_eq!(
             t.payment_id(&serde_json::json!({"id": "pi_1"})).as_deref(),
             Some("pi_1")

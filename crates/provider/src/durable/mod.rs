@@ -22,6 +22,7 @@
 
 pub mod commit;
 pub mod compact;
+pub mod compaction;
 pub mod file;
 pub mod record;
 pub mod recovery;

@@ -709,7 +709,7 @@ mod tests {
         let before = state_of(&app);
         let log_before = std::fs::metadata(dir.join(file::LOG_FILE)).unwrap().len();
 
-        let done = crate::durable::compact::run(&app, &dir).unwrap();
+        let done = crate::durable::compaction::run(&app, &dir).unwrap();
         assert!(
             done.records_after * 3 < done.records_before,
             "{} records of {} kept",
@@ -727,7 +727,7 @@ mod tests {
         pay(late + 9_700, "after");
         crate::durable::commit::retire_logged(&app, late + 4_500);
         pay(late + 9_800, "after-2");
-        crate::durable::compact::run(&app, &dir).unwrap();
+        crate::durable::compaction::run(&app, &dir).unwrap();
         pay(late + 9_900, "after-3");
         let after = state_of(&app);
         app.durable().unwrap().close();
@@ -738,7 +738,7 @@ mod tests {
         assert_eq!(summary.diverged, 0, "{:?}", summary.first_divergence);
         assert_eq!(state_of(&again), after, "the state the provider had");
         // Compacted again (now from the recovered records), and still the same.
-        crate::durable::compact::run(&again, &dir).unwrap();
+        crate::durable::compaction::run(&again, &dir).unwrap();
         again.durable().unwrap().close();
         drop(again);
         let (third, summary) = open(config(), Some(&dir), Fsync::Never).unwrap();

@@ -98,7 +98,7 @@ async fn sweep_expired_keys(provider: Arc<Provider>, mut stop: watch::Receiver<b
                         tracing::debug!(retired, "objects and ledger records older than --retain left memory");
                     }
                     // With a data dir, the log then drops what left memory (in the background).
-                    crate::durable::compact::maybe_start(&provider);
+                    crate::durable::compaction::maybe_start(&provider);
                 }
             }
             _ = stop.changed() => return,
