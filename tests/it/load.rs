@@ -236,6 +236,69 @@ async fn slo_gates_judge_steps_and_error_rates_and_decide_the_exit_code() {
     );
 }
 
+/// `--data stripe-cards`: one run mixes cards that pay, decline, and pass 3-D Secure then
+/// pay or decline. An expected decline is a `fail` the reconciliation expects, not an
+/// anomaly; a card expected to decline that was charged is one (its own gate).
+#[tokio::test]
+async fn a_feeder_of_test_cards_mixes_outcomes_and_flags_only_what_broke_expectations() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+    let mut args = stripe_args(&url, "retry-same-key=1", "cards");
+    args.extend(["--data", "stripe-cards"]);
+    let run = load("cards", &args).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = run.report();
+    // 60 payments over 12 rows in order: 6 rows that pay, 6 that decline, 5 times each.
+    assert_eq!(report["outcomes"]["ok"], 30, "{}", report["outcomes"]);
+    assert_eq!(report["outcomes"]["fail"], 30);
+    assert_eq!(report["anomalies"]["phantom"]["count"], 0);
+    assert_eq!(report["anomalies"]["unexpected_charges"]["count"], 0);
+    assert_eq!(report["anomalies"]["unexpected_declines"], 0);
+    assert_eq!(h.summary().await["charges"], 30);
+    assert!(
+        run.stdout.contains("PASS charges of cards expected to decline = 0"),
+        "{}",
+        run.stdout
+    );
+
+    // A feeder whose expectations are wrong: the visa card "should decline" but is charged
+    // (an anomaly, exit 1); the declined card "should pay" (counted, no anomaly). Its
+    // amount column sets each payment's amount.
+    let csv = std::env::temp_dir().join(format!("fauxpay-cards-{}.csv", std::process::id()));
+    std::fs::write(
+        &csv,
+        "payment_method,amount,expect\npm_card_visa,1234,fail\npm_card_chargeDeclined,999,ok\n",
+    )
+    .unwrap();
+    let mut args = stripe_args(&url, "retry-same-key=1", "wrong");
+    args.extend(["--data", csv.to_str().unwrap()]);
+    let run = load("cards-wrong", &args).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let report = run.report();
+    assert_eq!(report["anomalies"]["unexpected_charges"]["count"], 30);
+    assert_eq!(report["anomalies"]["unexpected_declines"], 30);
+    assert!(
+        run.stdout.contains("FAIL charges of cards expected to decline = 30"),
+        "{}",
+        run.stdout
+    );
+    let summary = h.summary().await;
+    assert_eq!(summary["charges"], 60, "30 more, each of the row's amount: {summary}");
+
+    // A bad row is refused before the run, naming the file, the row and the column.
+    std::fs::write(&csv, "payment_method,expect\npm_card_visa,maybe\n").unwrap();
+    let mut args = stripe_args(&url, "retry-same-key=1", "bad");
+    args.extend(["--data", csv.to_str().unwrap()]);
+    let run = load("cards-bad", &args).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("row 2.expect: expected ok or fail, got 'maybe'"),
+        "{}",
+        run.stderr
+    );
+    let _ = std::fs::remove_file(&csv);
+}
+
 /// junit.xml parses as JUnit XML, one test case per gate, `failures` of them failing.
 fn check_junit(out: &Path, failures: usize) {
     let text = std::fs::read_to_string(out.join("junit.xml")).unwrap();

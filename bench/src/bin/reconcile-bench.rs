@@ -64,6 +64,7 @@ fn main() {
             outcome,
             e2e_us: 900,
             steps: Vec::new(),
+            expect: None,
             attempts: vec![AttemptRecord {
                 n: 1,
                 key: Some(key.clone()),

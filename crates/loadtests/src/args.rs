@@ -129,6 +129,20 @@ pub struct LoadArgs {
     /// when the template has a [fulfillment] probe).
     #[arg(long, help_heading = "gates")]
     pub max_missed_fulfillments: Option<u64>,
+    /// Gate: most cards the --data feeder expected to decline that were charged (default
+    /// 0 when the feeder has an `expect` column).
+    #[arg(long, help_heading = "gates")]
+    pub max_unexpected_charges: Option<u64>,
+    /// A data feeder: a CSV file with a header row, or the bundled `stripe-cards` (Stripe's
+    /// test cards with what each should do). Each payment takes a row; its columns are
+    /// {{column}} placeholders, and payment_method, amount, currency and expect (ok or
+    /// fail) act on the payment.
+    #[arg(long, value_name = "FILE.csv|stripe-cards", help_heading = "fauxpay")]
+    pub data: Option<String>,
+    /// How payments take the feeder's rows: in order (payment n, row n, wrapping), or
+    /// drawn from each payment's seeded generator.
+    #[arg(long, value_enum, default_value = "sequential", help_heading = "fauxpay")]
+    pub data_order: crate::feeder::Order,
     /// How long to wait, after the run, for the provider's webhook deliveries to drain
     /// before the fulfilment probe.
     #[arg(long, default_value = "30s", value_parser = duration, help_heading = "fauxpay")]

@@ -99,6 +99,9 @@ pub struct PaymentRecord {
     /// A multi-step flow's other steps (the payment step's sends are `attempts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<crate::steps::StepRecord>,
+    /// What a `--data` feeder said the payment should end as (`ok` or `fail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Outcome>,
 }
 
 /// The checkout to attempt.
@@ -111,8 +114,11 @@ pub struct Checkout {
     pub payment_method: Arc<str>,
     pub api_key: Arc<str>,
     pub behaviour: Behaviour,
-    /// What the flow's earlier steps captured (empty for a one-request template).
+    /// The feeder's row, then what the flow's earlier steps captured (empty for a
+    /// one-request template without `--data`).
     pub captures: Vec<Option<String>>,
+    /// What the feeder's row says the payment should end as.
+    pub expect: Option<Outcome>,
 }
 
 impl Checkout {
@@ -289,6 +295,7 @@ pub async fn run_checkout<T: Transport>(
         e2e_us: started.elapsed().as_micros() as u64,
         attempts,
         steps: Vec::new(),
+        expect: checkout.expect,
     }
 }
 
@@ -424,6 +431,7 @@ mod tests {
             api_key: "sk_test_x".into(),
             behaviour,
             captures: Vec::new(),
+            expect: None,
         };
         let policy = RetryPolicy {
             max_attempts: 3,

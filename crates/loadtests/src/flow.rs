@@ -68,7 +68,9 @@ pub async fn run_flow<T: Transport>(
     run_started: Instant,
 ) -> PaymentRecord {
     let started = Instant::now();
-    let mut captures: Vec<Option<String>> = vec![None; flow.names.len()];
+    // The feeder's row comes first, then what the steps capture.
+    let mut captures: Vec<Option<String>> = checkout.captures.clone();
+    captures.resize(flow.names.len().max(captures.len()), None);
     let mut payment: Option<PaymentRecord> = None;
     let mut steps = Vec::new();
     let mut ended_early = false;
@@ -166,6 +168,7 @@ pub async fn run_flow<T: Transport>(
             e2e_us,
             attempts: Vec::new(),
             steps,
+            expect: checkout.expect,
         };
     };
     if record.outcome == Outcome::Ok {
@@ -373,6 +376,7 @@ fail = { state = "failed" }
             api_key: "".into(),
             behaviour: Behaviour::RetrySameKey,
             captures: Vec::new(),
+            expect: None,
         };
         let policy = RetryPolicy {
             max_attempts: 3,

@@ -448,6 +448,7 @@ mod tests {
             outcome,
             e2e_us: 1,
             steps: Vec::new(),
+            expect: None,
             attempts: vec![AttemptRecord {
                 n: 1,
                 key: Some("k".into()),

@@ -147,11 +147,14 @@ impl Serialize for AttemptFields<'_> {
 impl Serialize for OutcomeLine<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let p = self.0;
-        let mut m = s.serialize_map(Some(7))?;
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry("amount", &p.amount)?;
         m.serialize_entry("attempts", &p.attempts.len())?;
         m.serialize_entry("behaviour", &p.behaviour)?;
         m.serialize_entry("e2e_us", &p.e2e_us)?;
+        if let Some(expect) = &p.expect {
+            m.serialize_entry("expect", expect)?;
+        }
         m.serialize_entry("order_id", &p.order_id)?;
         m.serialize_entry("outcome", &p.outcome)?;
         m.serialize_entry("type", "outcome")?;
@@ -192,6 +195,7 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
                 }
                 payments.push(PaymentRecord {
                     steps: steps.remove(&order).unwrap_or_default(),
+                    expect: serde_json::from_value(v["expect"].clone()).map_err(|e| bad(n, format!("expect: {e}")))?,
                     attempts: attempts.remove(&order).unwrap_or_default(),
                     order_id: order,
                     amount: field(&v, "amount").map_err(|e| bad(n, e))?,
@@ -252,6 +256,7 @@ mod tests {
             outcome: Outcome::Ok,
             e2e_us: 10,
             steps: Vec::new(),
+            expect: None,
             attempts: vec![
                 AttemptRecord {
                     n: 1,

@@ -18,6 +18,7 @@ pub mod arrival;
 pub mod body;
 pub mod client;
 pub mod error;
+pub mod feeder;
 pub mod flow;
 pub mod fulfillment;
 pub mod journal;

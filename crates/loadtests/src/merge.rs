@@ -211,6 +211,7 @@ mod tests {
                 max_dropped: None,
                 max_double_fulfillments: None,
                 max_missed_fulfillments: None,
+                max_unexpected_charges: None,
                 slo: Vec::new(),
             },
         )

@@ -65,10 +65,12 @@ pub enum AnomalyKind {
     DoubleFulfillment,
     /// Told `ok`, charged, yet the target fulfilled nothing.
     MissedFulfillment,
+    /// A card the feeder said should decline (`expect` = `fail`) was charged.
+    UnexpectedCharge,
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 8] = [
+    pub const ALL: [AnomalyKind; 9] = [
         Self::DoubleCharge,
         Self::Lost,
         Self::Phantom,
@@ -77,6 +79,7 @@ impl AnomalyKind {
         Self::Unresolved,
         Self::DoubleFulfillment,
         Self::MissedFulfillment,
+        Self::UnexpectedCharge,
     ];
 
     /// The name reports and gates give it: `double charges`, `lost charges`, …
@@ -90,6 +93,7 @@ impl AnomalyKind {
             Self::Unresolved => "unresolved payments",
             Self::DoubleFulfillment => "double fulfillments",
             Self::MissedFulfillment => "missed fulfillments",
+            Self::UnexpectedCharge => "charges of cards expected to decline",
         }
     }
 }
@@ -118,6 +122,13 @@ pub struct Anomalies {
     /// Orders told ok and charged that the target never fulfilled.
     #[serde(default)]
     pub missed_fulfillments: Anomaly,
+    /// Cards the feeder said should decline that were charged (`--data` with `expect`).
+    #[serde(default)]
+    pub unexpected_charges: Anomaly,
+    /// Cards the feeder said should pay that were declined (reported, not an anomaly of
+    /// money: no charge was made).
+    #[serde(default)]
+    pub unexpected_declines: u64,
 }
 
 impl Anomalies {
@@ -132,6 +143,7 @@ impl Anomalies {
             AnomalyKind::Unresolved => &self.unresolved,
             AnomalyKind::DoubleFulfillment => &self.double_fulfillments,
             AnomalyKind::MissedFulfillment => &self.missed_fulfillments,
+            AnomalyKind::UnexpectedCharge => &self.unexpected_charges,
         }
     }
 
@@ -148,6 +160,8 @@ impl Anomalies {
         self.double_fulfillments.merge(&o.double_fulfillments);
         self.extra_fulfillments += o.extra_fulfillments;
         self.missed_fulfillments.merge(&o.missed_fulfillments);
+        self.unexpected_charges.merge(&o.unexpected_charges);
+        self.unexpected_declines += o.unexpected_declines;
     }
 }
 
@@ -229,6 +243,13 @@ pub fn reconcile(
                 }
                 r.anomalies.unresolved.add(story);
             }
+            _ => {}
+        }
+        // What the feeder said the card would do: a charge of a card that should have
+        // declined is an anomaly; a decline of one that should have paid is counted.
+        match (p.expect, p.outcome) {
+            (Some(Outcome::Fail), _) if !charges.is_empty() => r.anomalies.unexpected_charges.add(story),
+            (Some(Outcome::Ok), Outcome::Fail) => r.anomalies.unexpected_declines += 1,
             _ => {}
         }
         if charges.iter().any(|c| c.amount != p.amount) {
@@ -390,6 +411,7 @@ mod tests {
             outcome,
             e2e_us: 1,
             steps: Vec::new(),
+            expect: None,
             attempts: attempts
                 .into_iter()
                 .enumerate()

@@ -57,6 +57,9 @@ pub struct Thresholds {
     pub max_double_fulfillments: Option<u64>,
     #[serde(default)]
     pub max_missed_fulfillments: Option<u64>,
+    /// Set (default 0) when a `--data` feeder says what its cards should do.
+    #[serde(default)]
+    pub max_unexpected_charges: Option<u64>,
     /// `--gate` expressions (latency percentiles per step, the error rate, the achieved
     /// rate), as written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -75,6 +78,7 @@ impl Thresholds {
             AnomalyKind::Unresolved => self.max_unresolved,
             AnomalyKind::DoubleFulfillment => self.max_double_fulfillments,
             AnomalyKind::MissedFulfillment => self.max_missed_fulfillments,
+            AnomalyKind::UnexpectedCharge => self.max_unexpected_charges,
         }
     }
 }
@@ -93,7 +97,7 @@ pub enum GateName {
 }
 
 impl GateName {
-    pub const ALL: [GateName; 10] = [
+    pub const ALL: [GateName; 11] = [
         Self::Anomaly(AnomalyKind::DoubleCharge),
         Self::Anomaly(AnomalyKind::Lost),
         Self::Anomaly(AnomalyKind::Phantom),
@@ -102,6 +106,7 @@ impl GateName {
         Self::Anomaly(AnomalyKind::Unresolved),
         Self::Anomaly(AnomalyKind::DoubleFulfillment),
         Self::Anomaly(AnomalyKind::MissedFulfillment),
+        Self::Anomaly(AnomalyKind::UnexpectedCharge),
         Self::PaymentP99,
         Self::Dropped,
     ];
@@ -463,6 +468,7 @@ impl Report {
             let t = &mut out.thresholds;
             t.max_double_fulfillments = t.max_double_fulfillments.or(r.thresholds.max_double_fulfillments);
             t.max_missed_fulfillments = t.max_missed_fulfillments.or(r.thresholds.max_missed_fulfillments);
+            t.max_unexpected_charges = t.max_unexpected_charges.or(r.thresholds.max_unexpected_charges);
             out.fulfillment = match (out.fulfillment.take(), &r.fulfillment) {
                 (Some(mut a), Some(b)) => {
                     a.merge(b);
@@ -584,6 +590,13 @@ impl Report {
                     a.unresolved.count,
                     a.unresolved_charged
                 );
+                if self.thresholds.max_unexpected_charges.is_some() {
+                    let _ = writeln!(
+                        s,
+                        "  expected    cards expected to decline but charged {}; expected to pay but declined {}",
+                        a.unexpected_charges.count, a.unexpected_declines
+                    );
+                }
                 let by: Vec<String> = self
                     .by_behaviour
                     .iter()
@@ -867,6 +880,7 @@ mod tests {
                 max_dropped: None,
                 max_double_fulfillments: None,
                 max_missed_fulfillments: None,
+                max_unexpected_charges: None,
                 slo: Vec::new(),
             },
         )

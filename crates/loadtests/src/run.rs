@@ -34,7 +34,13 @@ pub const DEFAULT_ITERATIONS: usize = 25;
 
 /// Runs a load test; the report says whether every gate held.
 pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
-    let crate::plan::Plan { template, flow } = crate::plan::Plan::load(&args.template)?;
+    let data = args
+        .data
+        .as_deref()
+        .map(|d| crate::feeder::Feeder::load(d, args.data_order))
+        .transpose()?;
+    let columns = data.as_ref().map(|d| d.columns.clone()).unwrap_or_default();
+    let crate::plan::Plan { template, flow } = crate::plan::Plan::load_with(&args.template, &columns)?;
     let mix = Mix::parse(&args.mix)?;
     let run_id = args.run_id()?;
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -51,9 +57,19 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_dropped: args.max_dropped,
         max_double_fulfillments: None,
         max_missed_fulfillments: None,
+        max_unexpected_charges: None,
         slo: slo_gates(&args.gate, flow.as_ref())?,
     };
     let mut thresholds = thresholds;
+    if columns.iter().any(|c| c == "expect") {
+        thresholds.max_unexpected_charges = Some(args.max_unexpected_charges.unwrap_or(0));
+    } else if args.max_unexpected_charges.is_some() {
+        return Err(ConfigError::flag(
+            "--max-unexpected-charges",
+            "a --data feeder with an expect column (ok or fail per row), such as stripe-cards",
+        )
+        .into());
+    }
     if template.fulfillment.is_some() {
         thresholds.max_double_fulfillments = Some(args.max_double_fulfillments.unwrap_or(0));
         thresholds.max_missed_fulfillments = Some(args.max_missed_fulfillments.unwrap_or(0));
@@ -115,6 +131,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         seed,
         template,
         flow,
+        data,
         mix: mix.clone(),
         policy: RetryPolicy {
             max_attempts: args.max_attempts,

@@ -46,6 +46,8 @@ pub struct RunSetup {
     pub template: Template,
     /// A multi-step template's flow around `template` (its payment step).
     pub flow: Option<Flow>,
+    /// `--data`: the rows payments take.
+    pub data: Option<crate::feeder::Feeder>,
     pub mix: Mix,
     pub policy: RetryPolicy,
     pub amount: (u64, u64),
@@ -78,7 +80,7 @@ impl RunState {
         } else {
             rng.random_range(self.setup.amount.0..=self.setup.amount.1)
         };
-        Checkout {
+        let mut checkout = Checkout {
             order_id: format!("{}-{index:06}", self.setup.run_id),
             amount,
             currency: self.setup.currency.clone(),
@@ -86,7 +88,21 @@ impl RunState {
             api_key: self.setup.api_key.clone(),
             behaviour,
             captures: Vec::new(),
+            expect: None,
+        };
+        if let Some(data) = &self.setup.data {
+            let row = data.row(index, rng);
+            if let Some(pm) = data.payment_method(row) {
+                checkout.payment_method = pm.into();
+            }
+            if let Some(currency) = data.currency(row) {
+                checkout.currency = currency.into();
+            }
+            checkout.amount = row.amount.unwrap_or(checkout.amount);
+            checkout.expect = row.expect;
+            checkout.captures = row.values.iter().cloned().map(Some).collect();
         }
+        checkout
     }
 
     /// One goose iteration: one logical payment, recorded.

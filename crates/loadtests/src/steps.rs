@@ -308,7 +308,8 @@ pub(crate) struct PaymentStep {
 }
 
 /// Compiles the steps of `file` (see the module docs for the rules it checks).
-pub(crate) fn compile(file: &str, f: &FlowFile) -> Result<Compiled, ConfigError> {
+/// `preset`: the names a feeder's columns give, captured before the first step.
+pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Compiled, ConfigError> {
     if f.step.is_empty() {
         return Err(ConfigError::new(file, "step", "at least one [[step]]"));
     }
@@ -334,7 +335,7 @@ pub(crate) fn compile(file: &str, f: &FlowFile) -> Result<Compiled, ConfigError>
         }
     }
     // Capture names in the order steps first capture them.
-    let mut all = Captures { names: Vec::new() };
+    let mut all = Captures { names: preset.to_vec() };
     let mut captured_by: Vec<Vec<String>> = Vec::new();
     for s in &f.step {
         captured_by.push(s.capture.keys().cloned().collect());
@@ -347,7 +348,11 @@ pub(crate) fn compile(file: &str, f: &FlowFile) -> Result<Compiled, ConfigError>
     for (i, s) in f.step.iter().enumerate() {
         let name = step_name(s, i);
         let field = |f: &str| format!("step {} ({name}).{f}", i + 1);
-        let before: Vec<String> = captured_by[..i].iter().flatten().cloned().collect::<Vec<_>>();
+        let before: Vec<String> = preset
+            .iter()
+            .chain(captured_by[..i].iter().flatten())
+            .cloned()
+            .collect::<Vec<_>>();
         let mut before_unique: Vec<String> = Vec::new();
         for n in before {
             if !before_unique.contains(&n) {

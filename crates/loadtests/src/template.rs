@@ -389,8 +389,13 @@ impl Template {
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
+        Self::parse_with(file, text, &Names::default())
+    }
+
+    /// [`Template::parse`], its placeholders also taking `names` (a feeder's columns).
+    pub(crate) fn parse_with(file: &str, text: &str, names: &Names<'_>) -> Result<Self, ConfigError> {
         let t: TemplateFile = toml::from_str(text).map_err(|e| toml_error(file, text, e))?;
-        Self::compile(file, t)
+        Self::compile(file, t, names)
     }
 }
 
@@ -422,14 +427,14 @@ pub(crate) fn toml_error(file: &str, text: &str, e: toml::de::Error) -> ConfigEr
 }
 
 impl Template {
-    fn compile(file: &str, t: TemplateFile) -> Result<Self, ConfigError> {
+    fn compile(file: &str, t: TemplateFile, names: &Names<'_>) -> Result<Self, ConfigError> {
         let method = reqwest::Method::from_bytes(t.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| ConfigError::new(file, "method", format!("an HTTP method, got '{}'", t.method)))?;
         if !t.path.starts_with('/') {
             return Err(ConfigError::new(file, "path", "a path starting with '/'"));
         }
-        let path = Text::compile(&t.path, file, "path")?;
-        let body = Text::compile(&t.body, file, "body")?;
+        let path = Text::compile_with(&t.path, file, "path", names)?;
+        let body = Text::compile_with(&t.body, file, "body", names)?;
         if !body.uses(Placeholder::OrderId) {
             return Err(ConfigError::new(
                 file,
@@ -441,7 +446,10 @@ impl Template {
         for (name, value) in &t.headers {
             let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| ConfigError::new(file, &format!("headers.{name}"), "a valid header name"))?;
-            headers.push((header, Text::compile(value, file, &format!("headers.{name}"))?));
+            headers.push((
+                header,
+                Text::compile_with(value, file, &format!("headers.{name}"), names)?,
+            ));
         }
         for p in &t.payment_id {
             if !p.starts_with('/') {

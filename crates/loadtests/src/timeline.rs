@@ -201,6 +201,7 @@ mod tests {
             outcome,
             e2e_us: e2e_ms * 1000,
             steps: Vec::new(),
+            expect: None,
             attempts: vec![AttemptRecord {
                 n: 1,
                 key: Some("k".into()),
