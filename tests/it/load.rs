@@ -299,6 +299,80 @@ async fn a_feeder_of_test_cards_mixes_outcomes_and_flags_only_what_broke_expecta
     let _ = std::fs::remove_file(&csv);
 }
 
+/// The same seed makes the same choices whatever the concurrency: under `--users 1` and
+/// `--users 32`, each payment (by its number) has the same client behaviour, amount,
+/// feeder row (drawn at random), faults at the provider, attempts, steps and outcome.
+#[tokio::test]
+async fn the_same_seed_makes_the_same_choices_under_1_and_32_users() {
+    let template = std::env::temp_dir().join(format!("fauxpay-det-{}.toml", std::process::id()));
+    // The bundled stripe flow, with a seeded think before the 3-D Secure step.
+    let stripe = fauxpay_loadtests::template::STRIPE.replace(
+        "if = { status = \"requires_action\" }",
+        "if = { status = \"requires_action\" }\nthink = \"1ms..5ms\"",
+    );
+    assert!(stripe.contains("think"));
+    std::fs::write(&template, stripe).unwrap();
+    let mut journals = Vec::new();
+    for users in ["1", "32"] {
+        let h = provider("lost-responses").await;
+        let url = h.provider.url();
+        let args = [
+            "--target",
+            &url,
+            "--provider",
+            &url,
+            "--template",
+            template.to_str().unwrap(),
+            "--mix",
+            "retry-same-key=2,retry-new-key=1",
+            "--data",
+            "stripe-cards",
+            "--data-order",
+            "random",
+            "--amount",
+            "100..900",
+            "--run-id",
+            "det",
+            "--seed",
+            "11",
+            "--users",
+            users,
+            "--iterations",
+            if users == "1" { "64" } else { "2" },
+        ];
+        let run = load(&format!("det-{users}"), &args).await;
+        assert!(run.code == 0 || run.code == 1, "{}\n{}", run.stdout, run.stderr);
+        let text = std::fs::read_to_string(run.out.join("journal.jsonl")).unwrap();
+        // Each line without its timings and the provider's random ids, by order id.
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                for inner in ["attempt", "step"] {
+                    if let Some(o) = v.get_mut(inner).and_then(Value::as_object_mut) {
+                        o.remove("start_us");
+                        o.remove("elapsed_us");
+                        // The provider draws its ids at random.
+                        o.remove("payment_id");
+                    }
+                }
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("e2e_us");
+                }
+                v.to_string()
+            })
+            .collect();
+        lines.sort();
+        assert_eq!(lines.iter().filter(|l| l.contains("\"type\":\"outcome\"")).count(), 64);
+        journals.push(lines);
+    }
+    assert_eq!(journals[0], journals[1], "the same choices, payment by payment");
+    // And the choices varied: rows, behaviours and amounts differ between payments.
+    assert!(journals[0].iter().any(|l| l.contains("\"expect\":\"fail\"")));
+    assert!(journals[0].iter().any(|l| l.contains("retry-new-key")));
+    let _ = std::fs::remove_file(&template);
+}
+
 /// junit.xml parses as JUnit XML, one test case per gate, `failures` of them failing.
 fn check_junit(out: &Path, failures: usize) {
     let text = std::fs::read_to_string(out.join("junit.xml")).unwrap();
