@@ -377,8 +377,66 @@ ok = { status = ["succeeded", "requires_capture", "processing"] }
 fail = { status = ["requires_payment_method", "canceled"] }
 "#;
 
+pub const PAYMENT_ELEMENT: &str = r#"
+name = "payment-element"
+
+# The server creates the intent (keyed: retries and --mix apply); nothing is charged yet.
+[[step]]
+name = "create"
+payment = true
+method = "POST"
+path = "/v1/payment_intents"
+format = "form"
+body = "amount={{amount}}&currency={{currency}}&automatic_payment_methods[enabled]=true&metadata[order_id]={{order_id}}"
+payment_id = ["/id"]
+capture = { intent = "/id", client_secret = "/client_secret" }
+[step.headers]
+Authorization = "Bearer {{api_key}}"
+Idempotency-Key = "{{idempotency_key}}"
+
+# The browser: the Payment Element confirms with the publishable key and the client secret.
+[[step]]
+name = "confirm"
+base = "provider"
+method = "POST"
+path = "/v1/payment_intents/{{intent}}/confirm"
+format = "form"
+body = "client_secret={{client_secret}}&payment_method={{payment_method}}&return_url=https://fauxpay.invalid/done"
+capture = { status = ["/status", "/error/payment_intent/status"] }
+[step.headers]
+Authorization = "Bearer pk_test_fauxpay_load"
+
+# A card that asks for 3-D Secure: the customer passes it.
+[[step]]
+name = "authenticate"
+base = "provider"
+if = { status = "requires_action" }
+method = "POST"
+path = "/__fauxpay/payment_intents/{{intent}}/authenticate"
+format = "form"
+body = "outcome=succeed"
+capture = { status = ["/status", "/error/payment_intent/status"] }
+
+# The client polls the payment until it settles.
+[[step]]
+name = "poll"
+path = "/v1/payment_intents/{{intent}}"
+capture = { status = "/status" }
+poll = { every = "100ms", timeout = "10s", until = { status = ["succeeded", "requires_capture", "requires_payment_method", "canceled"] } }
+[step.headers]
+Authorization = "Bearer {{api_key}}"
+
+[outcome]
+ok = { status = ["succeeded", "requires_capture", "processing"] }
+fail = { status = ["requires_payment_method", "canceled"] }
+"#;
+
 /// The bundled templates, by name.
-pub const BUNDLED: &[(&str, &str)] = &[("checkout-json", CHECKOUT_JSON), ("stripe", STRIPE)];
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("checkout-json", CHECKOUT_JSON),
+    ("stripe", STRIPE),
+    ("payment-element", PAYMENT_ELEMENT),
+];
 
 impl Template {
     /// A bundled one-request template by name, or a TOML file by path (a multi-step
@@ -408,7 +466,7 @@ pub(crate) fn source(name_or_path: &str) -> Result<(String, String), ConfigError
         return Err(ConfigError::new(
             name_or_path,
             "template",
-            "a bundled template (checkout-json, stripe) or a path to a .toml file",
+            "a bundled template (checkout-json, stripe, payment-element) or a path to a .toml file",
         ));
     }
     let text = std::fs::read_to_string(name_or_path)
