@@ -384,20 +384,20 @@ async fn under_retain_the_log_is_compacted_and_a_restart_replays_only_the_live_w
         .as_str()
         .unwrap()
         .to_string();
-    let last = post(
-        &url,
-        "/v1/payment_intents",
-        "last".into(),
-        vec![
-            ("amount", "700".into()),
+    // One payment with the saved card, keyed: made before the kill, replayed after it.
+    let pay_last = |url: String| {
+        let form = vec![
+            ("amount", "700".to_string()),
             ("currency", "usd".into()),
             ("confirm", "true".into()),
             ("customer", cus.clone()),
             ("payment_method", card.clone()),
             ("metadata[order_id]", "last".into()),
-        ],
-    )
-    .await;
+        ];
+        let post = &post;
+        async move { post(&url, "/v1/payment_intents", "last".into(), form).await }
+    };
+    let last = pay_last(url.clone()).await;
     let (_, summary) = get(&client, &url, "/__fauxpay/summary").await;
     let ledger = |url: String| {
         let client = client.clone();
@@ -439,20 +439,7 @@ async fn under_retain_the_log_is_compacted_and_a_restart_replays_only_the_live_w
     )
     .await;
     assert_eq!((status, &again["status"]), (200, &Value::from("succeeded")));
-    let replay = post(
-        &url,
-        "/v1/payment_intents",
-        "last".into(),
-        vec![
-            ("amount", "700".into()),
-            ("currency", "usd".into()),
-            ("confirm", "true".into()),
-            ("customer", cus.clone()),
-            ("payment_method", card.clone()),
-            ("metadata[order_id]", "last".into()),
-        ],
-    )
-    .await;
+    let replay = pay_last(url.clone()).await;
     assert_eq!(replay["id"], last["id"], "its key replays");
     assert_eq!(get(&client, &url, &format!("/v1/customers/{cus}")).await.0, 200);
     let (_, summary_again) = get(&client, &url, "/__fauxpay/summary").await;
