@@ -285,6 +285,17 @@ async fn a_feeder_of_test_cards_mixes_outcomes_and_flags_only_what_broke_expecta
     let summary = h.summary().await;
     assert_eq!(summary["charges"], 60, "30 more, each of the row's amount: {summary}");
 
+    // Each row once: 60 payments cannot take 12 rows once each, refused before the run.
+    let mut args = stripe_args(&url, "retry-same-key=1", "once");
+    args.extend(["--data", "stripe-cards", "--data-order", "once"]);
+    let run = load("cards-once", &args).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--data-order once: expected --users × --iterations of at most the feeder's 12 rows"),
+        "{}",
+        run.stderr
+    );
     // A bad row is refused before the run, naming the file, the row and the column.
     std::fs::write(&csv, "payment_method,expect\npm_card_visa,maybe\n").unwrap();
     let mut args = stripe_args(&url, "retry-same-key=1", "bad");

@@ -139,8 +139,8 @@ pub struct LoadArgs {
     /// fail) act on the payment.
     #[arg(long, value_name = "FILE.csv|stripe-cards", help_heading = "fauxpay")]
     pub data: Option<String>,
-    /// How payments take the feeder's rows: in order (payment n, row n, wrapping), or
-    /// drawn from each payment's seeded generator.
+    /// How payments take the feeder's rows: in order (payment n, row n, wrapping), drawn
+    /// from each payment's seeded generator, or each row once (no more payments than rows).
     #[arg(long, value_enum, default_value = "sequential", help_heading = "fauxpay")]
     pub data_order: crate::feeder::Order,
     /// How long to wait, after the run, for the provider's webhook deliveries to drain

@@ -22,6 +22,9 @@ pub enum Order {
     Sequential,
     /// Each payment draws a row from its seeded generator.
     Random,
+    /// Payment n takes row n, and no row is taken twice: the run must not have more
+    /// payments than rows (`--users` × `--iterations`, checked before it starts).
+    Once,
 }
 
 /// Stripe's test cards with what each should do (the provider models them all).
@@ -193,7 +196,7 @@ impl Feeder {
     /// The row payment number `index` (from 1) takes.
     pub fn row(&self, index: u64, rng: &mut StdRng) -> &Row {
         let i = match self.order {
-            Order::Sequential => (index.saturating_sub(1) % self.rows.len() as u64) as usize,
+            Order::Sequential | Order::Once => (index.saturating_sub(1) % self.rows.len() as u64) as usize,
             Order::Random => rng.random_range(0..self.rows.len()),
         };
         &self.rows[i]
@@ -210,6 +213,10 @@ impl Feeder {
 
     pub fn rows(&self) -> usize {
         self.rows.len()
+    }
+
+    pub fn order(&self) -> Order {
+        self.order
     }
 }
 

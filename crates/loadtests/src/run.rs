@@ -99,6 +99,23 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     if goose_config.iterations.is_none() && goose_config.run_time.is_none() {
         goose_config.iterations = Some(DEFAULT_ITERATIONS);
     }
+    if let Some(data) = data.as_ref().filter(|d| d.order() == crate::feeder::Order::Once) {
+        // Every row once: as many payments as rows at most, known before the run.
+        let payments = match (open.is_some(), goose_config.run_time.is_some(), goose_config.iterations) {
+            (false, false, Some(i)) => Some(i as u64 * goose_config.users.unwrap_or(1).max(1) as u64),
+            _ => None,
+        };
+        if payments.is_none_or(|p| p > data.rows() as u64) {
+            return Err(ConfigError::flag(
+                "--data-order once",
+                format!(
+                    "--users × --iterations of at most the feeder's {} rows (and no --run-time or --rate), so that no row is taken twice",
+                    data.rows()
+                ),
+            )
+            .into());
+        }
+    }
     goose_config.no_print_metrics = true;
     // goose's telnet controller grabs a port (5116): only when asked for. Its WebSocket
     // controller is off unless `--websocket` is given (goose 0.19; setting its deprecated
