@@ -174,9 +174,10 @@ pub trait Transport {
         b: Rendered,
         timeout: Duration,
     ) -> impl std::future::Future<Output = (AttemptResult, AttemptResult)> + Send;
-    /// Sends a flow's step other than the payment step, once, to `base`.
+    /// Sends a flow's step other than the payment step (named `name`), once, to `base`.
     fn send_step(
         &mut self,
+        _name: &str,
         _base: crate::steps::Base,
         _method: &reqwest::Method,
         _request: Rendered,

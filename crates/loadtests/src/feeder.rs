@@ -109,6 +109,13 @@ impl Feeder {
             .collect();
         for (i, c) in columns.iter().enumerate() {
             let valid = !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+            if ["order_id", "idempotency_key", "api_key"].contains(&c.as_str()) {
+                return Err(ConfigError::new(
+                    file,
+                    "header",
+                    format!("columns other than '{c}' (the run makes it for every payment)"),
+                ));
+            }
             if !valid || columns[..i].contains(c) {
                 return Err(ConfigError::new(
                     file,
@@ -121,11 +128,14 @@ impl Feeder {
         let (amount, currency, payment_method, expect) =
             (at("amount"), at("currency"), at("payment_method"), at("expect"));
         let mut rows = Vec::new();
-        for (n, record) in reader.records().enumerate() {
-            let line = n + 2;
+        for record in reader.records() {
+            let record = record.map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                ConfigError::new(file, &format!("row {line}"), format!("a CSV row ({e})"))
+            })?;
+            // The row's line in the file (a quoted value may span lines).
+            let line = record.position().map_or(0, |p| p.line());
             let field = |c: &str| format!("row {line}.{c}");
-            let record =
-                record.map_err(|e| ConfigError::new(file, &format!("row {line}"), format!("a CSV row ({e})")))?;
             if record.len() != columns.len() {
                 return Err(ConfigError::new(
                     file,
@@ -270,6 +280,12 @@ mod tests {
             ("a,b\n1\n", "cards.csv: row 2: expected 2 values, one per column, got 1"),
             ("a,a\n1,2\n", "cards.csv: header: expected distinct column names"),
             ("card number\n1\n", "cards.csv: header: expected distinct column names"),
+            (
+                "order_id\n1\n",
+                "cards.csv: header: expected columns other than 'order_id'",
+            ),
+            // A quoted value over two lines: the bad row is the file's line 4.
+            ("a\n\"1\n2\"\nx,y\n", "cards.csv: row 4: expected 1 values"),
             ("a\n", "cards.csv: data: expected at least one row"),
         ] {
             let e = Feeder::parse("cards.csv", text, Order::Sequential)

@@ -75,8 +75,23 @@ pub async fn run_flow<T: Transport>(
     let mut steps = Vec::new();
     let mut ended_early = false;
     for step in &flow.steps {
-        if let Some(t) = &step.think {
-            tokio::time::sleep(t.pick(rng)).await;
+        // The think time is drawn for every step, so the seeded draws after it stay the
+        // same; it is waited only by a step that runs.
+        let think = step.think.as_ref().map(|t| t.pick(rng));
+        if step.when.as_ref().is_some_and(|w| !w.holds(&captures)) {
+            continue;
+        }
+        if step
+            .needs
+            .iter()
+            .any(|i| captures.get(usize::from(*i)).is_none_or(|c| c.is_none()))
+        {
+            // A value it sends never came: nothing is sent, and the flow ends here.
+            ended_early = true;
+            break;
+        }
+        if let Some(wait) = think {
+            tokio::time::sleep(wait).await;
         }
         match &step.kind {
             StepKind::Payment => {
@@ -95,17 +110,6 @@ pub async fn run_flow<T: Transport>(
                 }
             }
             StepKind::Request(request) => {
-                if step.when.as_ref().is_some_and(|w| !w.holds(&captures)) {
-                    continue;
-                }
-                if step
-                    .needs
-                    .iter()
-                    .any(|i| captures.get(usize::from(*i)).is_none_or(|c| c.is_none()))
-                {
-                    ended_early = true;
-                    break;
-                }
                 // tokio's clock: the poll's deadline follows paused time in tests.
                 let t0 = tokio::time::Instant::now();
                 let mut record = StepRecord {
@@ -120,7 +124,13 @@ pub async fn run_flow<T: Transport>(
                     let rendered = request.template.render(&values);
                     record.sends += 1;
                     let answer = transport
-                        .send_step(request.base, &request.template.method, rendered, policy.timeout)
+                        .send_step(
+                            &step.name,
+                            request.base,
+                            &request.template.method,
+                            rendered,
+                            policy.timeout,
+                        )
                         .await;
                     let ok = match &answer {
                         StepAnswer::Answer { status, headers, body } => {
@@ -341,7 +351,14 @@ fail = { state = "failed" }
             (self.send(t, a, to).await, self.send(t, b, to).await)
         }
 
-        async fn send_step(&mut self, base: Base, _m: &reqwest::Method, r: Rendered, _to: Duration) -> StepAnswer {
+        async fn send_step(
+            &mut self,
+            _name: &str,
+            base: Base,
+            _m: &reqwest::Method,
+            r: Rendered,
+            _to: Duration,
+        ) -> StepAnswer {
             self.sent.push((base, r.path.clone()));
             let queue = self
                 .answers
@@ -470,6 +487,29 @@ fail = { state = "failed" }
         let record = run(&mut f).await;
         assert_eq!(record.outcome, Outcome::Fail);
         assert_eq!(f.sent.len(), 2, "the cart and the checkout, nothing after");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_step_not_run_waits_no_think_and_a_missing_value_sends_nothing() {
+        // Paid at once: the 3-D Secure step (with its 100-300 ms think) does not run, and
+        // does not wait either.
+        let mut f = fake(
+            (
+                200,
+                r#"{"payment_intent":{"id":"pi_1","status":"succeeded"},"order":"ord_5"}"#,
+            ),
+            vec![(200, r#"{"state":"paid"}"#)],
+        );
+        let t0 = tokio::time::Instant::now();
+        assert_eq!(run(&mut f).await.outcome, Outcome::Ok);
+        assert!(t0.elapsed() < Duration::from_millis(100), "{:?}", t0.elapsed());
+        // The cart answers without its id: the payment step, which sends it, is not sent.
+        let mut f = fake((200, "{}"), vec![(200, r#"{"state":"paid"}"#)]);
+        f.answers[0].1 = VecDeque::from([(200, "{}")]);
+        let record = run(&mut f).await;
+        assert_eq!(record.outcome, Outcome::Fail, "nothing could be charged");
+        assert_eq!(f.sent.len(), 1, "only the cart: {:?}", f.sent);
+        assert!(record.attempts.is_empty());
     }
 
     #[test]

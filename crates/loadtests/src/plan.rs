@@ -69,6 +69,11 @@ impl Plan {
             &names,
         )?
         .into_payment_step(file, &f.name, p.payment_id, f.fulfillment.as_ref())?;
+        let mut flow = flow;
+        // The payment step is not sent without the values it uses.
+        if let Some(step) = flow.steps.iter_mut().find(|s| matches!(s.kind, StepKind::Payment)) {
+            step.needs = template.captures_used();
+        }
         Ok(Self {
             template,
             flow: Some(flow),

@@ -13,8 +13,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::client::StepAnswer;
 use crate::client::{
-    classify, read_answer, read_answer_keeping, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy,
-    Transport,
+    classify, read_answer_keeping, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy, Transport,
 };
 use crate::flow::run_flow;
 use crate::journal::Journal;
@@ -289,16 +288,31 @@ impl Transport for GooseTransport<'_> {
                 },
             );
         };
-        let other = async move {
+        // Either half may win the race for the key: the one answered 2xx is the one a
+        // flow captures from.
+        let mut kept = self.last.as_ref().map(|_| Default::default());
+        let other = async {
             match second.send().await {
-                Ok(resp) => read_answer(template, resp).await,
+                Ok(resp) => read_answer_keeping(template, resp, &mut kept).await,
                 Err(e) => AttemptResult::Failed { kind: classify(&e) },
             }
         };
-        tokio::join!(self.send(template, a, timeout), other)
+        let (first, second) = tokio::join!(self.send(template, a, timeout), other);
+        let first_empty = self.last.as_ref().is_some_and(|(_, body)| body.is_empty());
+        if let (true, Some(kept)) = (first_empty, kept.filter(|(_, body)| !body.is_empty())) {
+            self.last = Some(kept);
+        }
+        (first, second)
     }
 
-    async fn send_step(&mut self, base: Base, method: &reqwest::Method, r: Rendered, timeout: Duration) -> StepAnswer {
+    async fn send_step(
+        &mut self,
+        name: &str,
+        base: Base,
+        method: &reqwest::Method,
+        r: Rendered,
+        timeout: Duration,
+    ) -> StepAnswer {
         let url = match base {
             Base::Target => None,
             Base::Provider => Some(format!("{}{}", self.provider.trim_end_matches('/'), r.path)),
@@ -322,9 +336,11 @@ impl Transport for GooseTransport<'_> {
         let sent = match url {
             // The target's steps go through goose, so its metrics see them.
             None => {
+                // Named by the step, so goose's metrics group a poll of per-order paths.
                 let request = GooseRequest::builder()
                     .method(goose_method(method))
                     .path(r.path.as_str())
+                    .name(name)
                     .set_request_builder(rb)
                     .build();
                 match self.user.request(request).await {

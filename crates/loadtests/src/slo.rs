@@ -91,7 +91,10 @@ impl Slo {
             "rate" => Metric::Rate,
             p if p.starts_with('p') => {
                 let (q, of) = match p[1..].split_once('(') {
-                    Some((q, of)) => (q, of.strip_suffix(')').ok_or_else(|| bad("an unclosed '('"))?.trim()),
+                    Some((q, of)) => (
+                        q.trim(),
+                        of.strip_suffix(')').ok_or_else(|| bad("an unclosed '('"))?.trim(),
+                    ),
                     None => (&p[1..], "payment"),
                 };
                 let q: f64 = match q {
@@ -161,7 +164,11 @@ impl Slo {
     pub fn threshold(&self) -> String {
         match self.metric {
             Metric::Percentile { .. } => format!("{} {:.1} ms", self.op.as_str(), self.bound),
-            _ => format!("{} {}%", self.op.as_str(), self.bound * 100.0),
+            _ => {
+                let percent = format!("{:.4}", self.bound * 100.0);
+                let percent = percent.trim_end_matches('0').trim_end_matches('.');
+                format!("{} {percent}%", self.op.as_str())
+            }
         }
     }
 
@@ -197,6 +204,8 @@ mod tests {
                 of: "payment".into()
             }
         );
+        assert_eq!(Slo::parse("error_rate < 7%").unwrap().threshold(), "< 7%");
+        assert_eq!(Slo::parse("p95 (checkout) < 1s").unwrap().measures(), Some("checkout"));
         let errors = Slo::parse("error_rate < 1%").unwrap();
         assert_eq!((errors.metric.clone(), errors.bound), (Metric::ErrorRate, 0.01));
         assert!(errors.holds(0.005) && !errors.holds(0.01));

@@ -347,6 +347,15 @@ pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Com
     let mut payment = None;
     for (i, s) in f.step.iter().enumerate() {
         let name = step_name(s, i);
+        if ["payment", "attempt"].contains(&name.as_str())
+            || f.step[..i].iter().enumerate().any(|(j, o)| step_name(o, j) == name)
+        {
+            return Err(ConfigError::new(
+                file,
+                &format!("step {} ({name}).name", i + 1),
+                "a name of its own (not another step's, nor payment or attempt, which --gate reads as the payment's and its attempts' latency)",
+            ));
+        }
         let field = |f: &str| format!("step {} ({name}).{f}", i + 1);
         let before: Vec<String> = preset
             .iter()
