@@ -270,7 +270,7 @@ pub struct ServeArgs {
     pub fsync: fauxpay_provider::durable::Fsync,
     /// With --data-dir and --retain: compact the log (drop the writes whose effects have
     /// all left the window) each time it has grown by this much since the last
-    /// compaction, or by half its compacted size when that is more.
+    /// compaction, or by a third of its compacted size when that is more.
     #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
     pub compact_after: u64,
     /// A `Host` name to answer to besides localhost, 127.0.0.1 and [::1] (repeatable). On

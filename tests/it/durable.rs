@@ -361,7 +361,7 @@ async fn under_retain_the_log_is_compacted_and_a_restart_replays_only_the_live_w
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let before = data_log_until(&client, &url, |_| true).await;
-    // New writes grow the log past --compact-after (and past half its compacted size):
+    // New writes grow the log past --compact-after (and past a third of its compacted size):
     // the next sweep compacts it.
     for n in 0..200 {
         pay(&client, &url, &format!("new-{n}")).await.unwrap();

@@ -49,7 +49,7 @@ pub struct Config {
     /// (duplicate groups stay); `None` keeps everything.
     pub retain: Option<Duration>,
     /// With `--retain` and a data dir: the log is compacted each time it has grown by
-    /// this many bytes (or by half its compacted size, when that is more) since the last
+    /// this many bytes (or by a third of its compacted size, when that is more) since the last
     /// compaction (`--compact-after`).
     pub compact_after: u64,
     /// What one client may cost the server: timeouts, connections, the shutdown deadline.

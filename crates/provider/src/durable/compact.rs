@@ -228,9 +228,9 @@ pub fn plan(metas: &[Meta], cx: Context<'_>) -> Vec<Step> {
     steps
 }
 /// Whether the log has grown enough since its last compaction to compact it again: by
-/// `min_bytes`, or by half its compacted size when that is more.
+/// `min_bytes`, or by a third of its compacted size when that is more.
 pub fn due(log_end: u64, compacted_end: u64, min_bytes: u64) -> bool {
-    log_end.saturating_sub(compacted_end) >= min_bytes.max(compacted_end / 2)
+    log_end.saturating_sub(compacted_end) >= min_bytes.max(compacted_end / 3)
 }
 
 /// The provider's compaction state.
