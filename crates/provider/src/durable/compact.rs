@@ -141,6 +141,9 @@ pub fn plan(metas: &[Meta], cx: Context<'_>) -> Vec<Step> {
         event_touch,
         totals,
     } = cx;
+    // A key (or an attempt count) is live while its age is under the TTL in force now:
+    // recovery restores one only then too. A later restart with a longer --key-ttl does
+    // not bring back what was left out (docs/serve.md says so).
     let young = |at_ms: u64| now_ms.saturating_sub(at_ms) < ttl_ms;
     // Events whose deliveries have not all ended are still owed: live (the running
     // provider keeps delivering them, retired or not, and so does a restart).
