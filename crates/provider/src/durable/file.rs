@@ -586,6 +586,21 @@ mod tests {
         }
     }
 
+    /// A crash during compaction leaves its half-written file beside the log: it is
+    /// removed when the log is opened, and the log is read whole.
+    #[test]
+    fn a_compaction_left_half_done_is_removed_and_the_log_read_whole() {
+        let d = dir("compacting");
+        let payloads = records(10);
+        write_frames(&d, &payloads);
+        std::fs::write(d.join(COMPACTING_FILE), b"FAUXPAYL\x03\0\0\0half a frame").unwrap();
+        let (seen, r) = read_all(&d).unwrap();
+        assert_eq!(seen, payloads);
+        assert_eq!(r.torn_bytes, 0);
+        assert!(!d.join(COMPACTING_FILE).exists());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn the_directory_is_locked_while_its_log_is_open() {
         let d = dir("lock");
