@@ -219,6 +219,12 @@ async fn slo_gates_judge_steps_and_error_rates_and_decide_the_exit_code() {
     }
     let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
     assert!(md.contains("| p50(confirm) < 1us |"), "{md}");
+    let html = std::fs::read_to_string(run.out.join("report.html")).unwrap();
+    assert!(
+        html.contains("Latency by step") && html.contains(">authenticate</td>"),
+        "report.html has the steps"
+    );
+    assert!(html.contains("p50(confirm) &lt; 1us"), "and the gate, escaped");
     assert!(md.contains("| step `authenticate` |"), "{md}");
     check_junit(&run.out, 1);
     let junit = std::fs::read_to_string(run.out.join("junit.xml")).unwrap();

@@ -273,6 +273,19 @@ pub fn render(report: &Report) -> String {
                         td { span class={ "verdict " (if g.passed { "pass" } else { "fail" }) } { (if g.passed { "pass" } else { "FAIL" }) } }
                     } } }
                 }
+                @if !report.latency.steps.is_empty() {
+                    h2 { "Latency by step" }
+                    table #steps {
+                        thead { tr { th { "step" } th { "sends" } th { "p50" } th { "p90" } th { "p99" } th { "p99.9" } th { "max" } } }
+                        tbody { @for (name, step) in &report.latency.steps { tr {
+                            @let p = &step.latency;
+                            td.mono { (name) } td { (p.count) }
+                            td { (format!("{:.1} ms", p.p50_ms)) } td { (format!("{:.1} ms", p.p90_ms)) }
+                            td { (format!("{:.1} ms", p.p99_ms)) } td { (format!("{:.1} ms", p.p999_ms)) }
+                            td { (format!("{:.1} ms", p.max_ms)) }
+                        } } }
+                    }
+                }
                 h2 { "Run settings" }
                 table #settings {
                     thead { tr { th { "run" } th { "target" } th { "provider" } th { "template" } th { "mix" } th { "seed" } th { "started" } th { "duration" } th { "payments" } } }
