@@ -114,6 +114,18 @@ pub(crate) async fn get(client: &reqwest::Client, url: &str, path: &str) -> (u16
     (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
 }
 
+/// The ledger's JSON lines of the orders whose ids start with `prefix`.
+pub(crate) async fn ledger_lines(client: &reqwest::Client, url: &str, prefix: &str) -> String {
+    client
+        .get(format!("{url}/__fauxpay/ledger?correlation_prefix={prefix}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// A small deterministic generator: the moments of the kills come from the seed.
 pub(crate) struct XorShift(pub(crate) u64);
 impl XorShift {
@@ -399,22 +411,8 @@ async fn under_retain_the_log_is_compacted_and_a_restart_replays_only_the_live_w
     };
     let last = pay_last(url.clone()).await;
     let (_, summary) = get(&client, &url, "/__fauxpay/summary").await;
-    let ledger = |url: String| {
-        let client = client.clone();
-        async move {
-            let text = client
-                .get(format!("{url}/__fauxpay/ledger?correlation_prefix=twice"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            assert_eq!(text.lines().count(), 2, "{text}");
-            text
-        }
-    };
-    let twice = ledger(url.clone()).await;
+    let twice = ledger_lines(&client, &url, "twice").await;
+    assert_eq!(twice.lines().count(), 2, "{twice}");
     tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
 
     let server = start_async(&dir, &flags).await;
@@ -452,7 +450,7 @@ async fn under_retain_the_log_is_compacted_and_a_restart_replays_only_the_live_w
     assert_eq!(summary["duplicate_group_count"], 1);
     assert_eq!(summary["charges"], 403);
     assert_eq!(
-        ledger(url.clone()).await,
+        ledger_lines(&client, &url, "twice").await,
         twice,
         "the duplicate group, sequence numbers included"
     );

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::durable::{client, get, start_async, SmallDisk, XorShift};
+use crate::durable::{client, get, ledger_lines, start_async, SmallDisk, XorShift};
 
 /// One client operation's outcome, in Jepsen's terms.
 #[derive(Default)]
@@ -191,14 +191,7 @@ async fn a_seeded_nemesis_loses_and_doubles_nothing() {
     let history = std::mem::take(&mut *history.lock().unwrap());
     let mut anomalies = Vec::new();
     // Every acknowledged payment is in the ledger exactly once, under its order.
-    let ledger = http
-        .get(format!("{base}/__fauxpay/ledger?correlation_prefix=nemesis-"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let ledger = ledger_lines(&http, &base, "nemesis-").await;
     let mut charged: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for line in ledger.lines().filter(|l| !l.trim().is_empty()) {
         let r: Value = serde_json::from_str(line).unwrap();

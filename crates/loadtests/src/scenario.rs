@@ -235,18 +235,25 @@ struct GooseTransport<'a> {
 
 impl GooseTransport<'_> {
     fn builder(&self, template: &Template, r: Rendered, timeout: Duration) -> Option<reqwest::RequestBuilder> {
-        let mut rb = self
+        let rb = self
             .user
             .get_request_builder(&goose_method(&template.method), &r.path)
-            .ok()?
-            .header(reqwest::header::CONTENT_TYPE, r.content_type)
-            .body(r.body)
-            .timeout(timeout);
-        for (name, value) in r.headers {
-            rb = rb.header(name, value);
-        }
-        Some(rb)
+            .ok()?;
+        Some(fill(rb, r, timeout))
     }
+}
+
+/// `rb` with the rendered request's body (and its content type, when it has one), its
+/// headers, and `timeout`.
+fn fill(mut rb: reqwest::RequestBuilder, r: Rendered, timeout: Duration) -> reqwest::RequestBuilder {
+    rb = rb.timeout(timeout);
+    if !r.content_type.is_empty() {
+        rb = rb.header(reqwest::header::CONTENT_TYPE, r.content_type).body(r.body);
+    }
+    for (name, value) in r.headers {
+        rb = rb.header(name, value);
+    }
+    rb
 }
 
 impl Transport for GooseTransport<'_> {
@@ -321,25 +328,20 @@ impl Transport for GooseTransport<'_> {
             Some(url) => Some(self.user.client.request(method.clone(), url)),
             None => self.user.get_request_builder(&goose_method(method), &r.path).ok(),
         };
-        let Some(mut rb) = rb else {
+        let Some(rb) = rb else {
             return StepAnswer::Failed {
                 kind: FailureKind::Other,
             };
         };
-        rb = rb.timeout(timeout);
-        if !r.content_type.is_empty() {
-            rb = rb.header(reqwest::header::CONTENT_TYPE, r.content_type).body(r.body);
-        }
-        for (name, value) in r.headers {
-            rb = rb.header(name, value);
-        }
+        let path = r.path.clone();
+        let rb = fill(rb, r, timeout);
         let sent = match url {
             // The target's steps go through goose, so its metrics see them.
             None => {
                 // Named by the step, so goose's metrics group a poll of per-order paths.
                 let request = GooseRequest::builder()
                     .method(goose_method(method))
-                    .path(r.path.as_str())
+                    .path(path.as_str())
                     .name(name)
                     .set_request_builder(rb)
                     .build();

@@ -47,11 +47,11 @@ pub fn execute_logged(
     let _order = log.commit_lock();
     let at_ms = clock::now_ms();
     let run = || ids::scripted(None, || clock::frozen(at_ms, || execute(app, endpoint, call)));
-    // With compaction on, the keys it touches are kept beside its record.
-    let ledger_seq = app.payments.ledger.last_seq();
-    let ((result, tokens), touched) = match log.compacts() {
-        true => trace::touched(run),
-        false => (run(), trace::Touched::default()),
+    // With compaction on, the keys it touches and the ledger's sequence number before
+    // it are kept beside its record.
+    let (ledger_seq, ((result, tokens), touched)) = match log.compacts() {
+        true => (app.payments.ledger.last_seq(), trace::touched(run)),
+        false => (0, (run(), trace::Touched::default())),
     };
     if !matches!(&result, Err(e) if !e.executed) {
         let attempt = call.attempt;

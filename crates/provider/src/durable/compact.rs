@@ -25,6 +25,7 @@ use std::collections::HashSet;
 use crate::durable::Record;
 use crate::state::ledger::LedgerTotals;
 use crate::state::trace::{Touch, Touched};
+use crate::stripe::ids::CorrelationId;
 
 /// What compaction needs to know of one record of the log, kept beside it in memory.
 #[derive(Debug, Clone)]
@@ -76,8 +77,12 @@ impl Meta {
                 at_ms: c.at_ms,
                 keyed: c.idempotency_key.is_some(),
                 always: c.endpoint.starts_with("/v1/webhook_endpoints"),
+                // The identity the fault engine counted it under (its correlation id's).
                 counted: match (&c.idempotency_key, &c.correlation_id, c.attempt) {
-                    (None, Some(correlation), Some(n)) => Some((format!("correlation:{correlation}"), n)),
+                    (None, Some(correlation), Some(n)) => {
+                        crate::fault_injection::counted_identity(None, Some(&CorrelationId::new(correlation)))
+                            .map(|identity| (identity.to_string(), n))
+                    }
                     _ => None,
                 },
                 touched: touched.keys.into_boxed_slice(),

@@ -476,6 +476,14 @@ mod tests {
         .unwrap_or_else(|e| panic!("{path}: {e}"))
     }
 
+    /// `--retain 10s`, as the tests' sweeps retire.
+    fn retaining() -> Config {
+        Config {
+            retain: Some(Duration::from_secs(10)),
+            ..Config::default()
+        }
+    }
+
     /// An empty directory of its own for a test.
     fn empty_dir(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
@@ -511,10 +519,7 @@ mod tests {
     #[test]
     fn under_retain_replay_retires_where_the_provider_did_and_ends_in_its_state() {
         let dir = empty_dir("fauxpay-retain-replay");
-        let config = || Config {
-            retain: Some(Duration::from_secs(10)),
-            ..Config::default()
-        };
+        let config = retaining;
         let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
         // A minute of history, a payment a second, the sweep every 5 s; a customer from its
         // start (customers are never retired), charged again at its end.
@@ -608,10 +613,7 @@ mod tests {
     #[test]
     fn a_compacted_log_recovers_the_same_state_from_far_fewer_records() {
         let dir = empty_dir("fauxpay-compact");
-        let config = || Config {
-            retain: Some(Duration::from_secs(10)),
-            ..Config::default()
-        };
+        let config = retaining;
         let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
         assert!(app.durable().unwrap().compacts());
         let base = clock::now_ms() - 200_000;
@@ -753,7 +755,6 @@ mod tests {
         let dir = empty_dir("fauxpay-retain-pending");
         // An endpoint that never answers, retried after ten minutes: no delivery ends here.
         let config = || Config {
-            retain: Some(Duration::from_secs(10)),
             webhooks: vec![crate::config::WebhookTarget {
                 url: "http://127.0.0.1:9/hook".into(),
                 secret: "whsec_pending".into(),
@@ -762,7 +763,7 @@ mod tests {
                 retries: vec![Duration::from_secs(600)],
                 ..crate::webhooks::Settings::default()
             },
-            ..Config::default()
+            ..retaining()
         };
         let (app, _) = open(config(), Some(&dir), Fsync::Never).unwrap();
         let base = clock::now_ms() - 60_000;

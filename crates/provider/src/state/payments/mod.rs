@@ -179,6 +179,23 @@ impl Payments {
         attempt.correlation_id.clone().or_else(|| self.correlate.of(p))
     }
 
+    /// Adds the key of every object and ledger record stored now to `live` (what the data
+    /// dir's compaction keeps the writes of).
+    pub fn live_keys(&self, live: &mut impl Extend<crate::state::trace::Touch>) {
+        self.intents.live_keys(live);
+        self.charges.live_keys(live);
+        self.refunds.live_keys(live);
+        self.customers.live_keys(live);
+        self.payment_methods.live_keys(live);
+        self.setup_intents.live_keys(live);
+        self.webhook_endpoints.live_keys(live);
+        self.products.live_keys(live);
+        self.prices.live_keys(live);
+        self.checkout_sessions.live_keys(live);
+        self.events.table.live_keys(live);
+        self.ledger.live_keys(live);
+    }
+
     pub fn reset(&self) {
         self.intents.clear();
         self.charges.clear();
