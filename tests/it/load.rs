@@ -390,6 +390,142 @@ async fn the_same_seed_makes_the_same_choices_under_1_and_32_users() {
     let _ = std::fs::remove_file(&template);
 }
 
+/// A browse flow beside the checkout: an iteration runs one scenario, drawn by weight from
+/// the seed (the same iterations pay under `--users 1` and `--users 6`); the browse runs
+/// add load and latency, each scenario is reported apart and gated by name, and nothing
+/// browsed is reconciled as a payment.
+#[tokio::test]
+async fn weighted_scenarios_run_a_browse_flow_beside_the_checkout_and_report_each() {
+    let dir = out_dir("scenario-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let browse = dir.join("browse.toml");
+    std::fs::write(
+        &browse,
+        r#"
+name = "browse"
+
+[[step]]
+name = "catalogue"
+path = "/v1/products?limit=3"
+headers = { Authorization = "Bearer {{api_key}}" }
+
+[[step]]
+name = "recent"
+path = "/v1/payment_intents?limit=2"
+headers = { Authorization = "Bearer {{api_key}}" }
+capture = { object = "/object" }
+
+[outcome]
+ok = { object = "list" }
+"#,
+    )
+    .unwrap();
+    let scenarios = format!("stripe=3,{}=1", browse.display());
+    let mut paid = Vec::new();
+    for users in ["1", "6"] {
+        let h = provider("happy").await;
+        let url = h.provider.url();
+        let mut args = stripe_args(&url, "retry-same-key=1", "scen");
+        let at = args.iter().position(|a| *a == "--template").unwrap();
+        args.drain(at..at + 2);
+        let at = args.iter().position(|a| *a == "--users").unwrap();
+        args.drain(at..at + 4);
+        let iterations = if users == "1" { "60" } else { "10" };
+        args.extend([
+            "--scenario",
+            &scenarios,
+            "--users",
+            users,
+            "--iterations",
+            iterations,
+            "--payment-method",
+            "pm_card_authenticationRequired",
+            "--gate",
+            "p99(browse) < 30s",
+            "--gate",
+            "p95(stripe) < 30s",
+        ]);
+        let run = load(&format!("scenario-{users}"), &args).await;
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let report = run.report();
+        let sc = report["latency"]["scenarios"].as_array().unwrap().clone();
+        let names: Vec<&str> = sc.iter().map(|s| s["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["stripe", "browse"]);
+        let runs: Vec<u64> = sc.iter().map(|s| s["runs"].as_u64().unwrap()).collect();
+        assert_eq!(runs[0] + runs[1], 60, "every iteration ran one scenario");
+        assert!(runs[1] >= 5 && runs[1] <= 25, "about a quarter browsed: {runs:?}");
+        assert_eq!(sc[1]["ok"], sc[1]["runs"], "every browse run went through");
+        assert_eq!(sc[0]["ok"], sc[0]["runs"], "every 3-D Secure payment paid");
+        assert_eq!(sc[1]["steps"], serde_json::json!(["catalogue", "recent"]));
+        assert_eq!(sc[0]["pays"], true);
+        // Only the payments are reconciled, exactly: no lost or phantom charges.
+        assert_eq!(report["payments"].as_u64(), Some(runs[0]));
+        assert_eq!(report["anomalies"]["lost"]["count"], 0);
+        assert_eq!(report["anomalies"]["phantom"]["count"], 0);
+        assert!(
+            report["latency"]["steps"]["catalogue"]["latency"]["count"]
+                .as_u64()
+                .unwrap()
+                == runs[1]
+        );
+        let html = std::fs::read_to_string(run.out.join("report.html")).unwrap();
+        assert!(html.contains("<h2>Scenarios</h2>"), "report.html has the scenarios");
+        let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+        assert!(md.contains("| stripe (pays) | 3 |"), "{md}");
+        assert!(md.contains("| p99(browse) < 30s |"), "{md}");
+        assert!(run.stdout.contains("scenario    browse (weight 1)"), "{}", run.stdout);
+        let journal = std::fs::read_to_string(run.out.join("journal.jsonl")).unwrap();
+        let mut orders: Vec<String> = journal
+            .lines()
+            .filter(|l| l.contains("\"type\":\"outcome\""))
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["order_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        orders.sort();
+        paid.push(orders);
+    }
+    assert_eq!(paid[0], paid[1], "the same iterations paid under 1 and 6 users");
+
+    // Mistakes, each one line, exit 2.
+    let h = provider("happy").await;
+    let url = h.provider.url();
+    let browse_path = browse.display().to_string();
+    let cases = [
+        (format!("{browse_path}=1"), "one scenario that pays"),
+        ("stripe=1,checkout-json=1".to_string(), "exactly one scenario that pays"),
+        (
+            "stripe=1,payment-element=1".to_string(),
+            "step 'confirm' of payment-element is also a name in stripe",
+        ),
+        (
+            format!("stripe=1,{browse_path}=1,{browse_path}=2"),
+            "a template named twice",
+        ),
+        ("stripe=0".to_string(), "a whole weight"),
+    ];
+    for (spec, says) in cases {
+        let mut args = stripe_args(&url, "retry-same-key=1", "scen-bad");
+        let at = args.iter().position(|a| *a == "--template").unwrap();
+        args.drain(at..at + 2);
+        args.extend(["--scenario", &spec]);
+        let run = load("scenario-bad", &args).await;
+        assert_eq!(run.code, 2, "{spec}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{spec}: {}", run.stderr);
+    }
+    // A browse flow alone as --template: it pays nothing, and says where it belongs.
+    let mut args = stripe_args(&url, "retry-same-key=1", "scen-bad");
+    let at = args.iter().position(|a| *a == "--template").unwrap();
+    args[at + 1] = &browse_path;
+    let run = load("scenario-alone", &args).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("runs only as a --scenario"), "{}", run.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The bundled `payment-element` template: the server creates the intent (keyed), the
 /// browser confirms it at the provider with the publishable key and the client secret,
 /// passes 3-D Secure when asked, and the client polls until it settles. 3-D Secure cards

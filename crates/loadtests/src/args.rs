@@ -28,6 +28,16 @@ pub struct LoadArgs {
     /// Request template: a bundled one (checkout-json, stripe, payment-element) or a TOML file (one request, or [[step]]s).
     #[arg(long, default_value = "checkout-json", help_heading = "fauxpay")]
     pub template: String,
+    /// Weighted scenarios in place of --template (repeatable or comma-separated), e.g.
+    /// checkout.toml=80,browse.toml=20: each iteration runs one, drawn by weight from the
+    /// seed. One pays; the others are flows without a payment step (load and latency).
+    #[arg(
+        long,
+        value_name = "TEMPLATE=WEIGHT",
+        conflicts_with = "template",
+        help_heading = "fauxpay"
+    )]
+    pub scenario: Vec<String>,
     /// Client behaviours by weight: retry-same-key, retry-new-key, double-submit, no-key.
     #[arg(long, default_value = "retry-same-key=100", help_heading = "fauxpay")]
     pub mix: String,

@@ -56,17 +56,113 @@ pub fn capture(captures: &[Capture], headers: &reqwest::header::HeaderMap, body:
     }
 }
 
+/// What a browse flow's run (a scenario without a payment step) keeps: whether it went
+/// through (every step answered, and its `[outcome]` rules, if any, said ok), how long it
+/// took, and its steps.
+#[derive(Debug, Clone)]
+pub struct BrowseRecord {
+    pub ok: bool,
+    pub e2e_us: u64,
+    pub steps: Vec<StepRecord>,
+}
+
+/// A flow walked to its end: the payment step's record (when it was reached), the other
+/// steps', whether a step ended it early, and what it captured.
+struct Walk {
+    payment: Option<PaymentRecord>,
+    steps: Vec<StepRecord>,
+    ended_early: bool,
+    captures: Vec<Option<String>>,
+    e2e_us: u64,
+}
+
+impl Walk {
+    /// The `[outcome]` rules on what was captured; without rules, `ok` unless a step
+    /// ended the flow early.
+    fn judged(&self, flow: &Flow) -> Outcome {
+        match (&flow.ok, &flow.fail) {
+            (None, None) if self.ended_early => Outcome::Info,
+            (None, None) => Outcome::Ok,
+            (ok, fail) => {
+                if ok.as_ref().is_some_and(|c| c.holds(&self.captures)) {
+                    Outcome::Ok
+                } else if fail.as_ref().is_some_and(|c| c.holds(&self.captures)) {
+                    Outcome::Fail
+                } else {
+                    Outcome::Info
+                }
+            }
+        }
+    }
+}
+
 /// Runs one logical payment through the flow's steps to its outcome.
 #[allow(clippy::too_many_arguments)]
 pub async fn run_flow<T: Transport>(
     transport: &mut T,
     template: &Template,
     flow: &Flow,
-    mut checkout: Checkout,
+    checkout: Checkout,
     policy: &RetryPolicy,
     rng: &mut StdRng,
     run_started: Instant,
 ) -> PaymentRecord {
+    let (order_id, amount, behaviour, expect) = (
+        checkout.order_id.clone(),
+        checkout.amount,
+        checkout.behaviour,
+        checkout.expect,
+    );
+    let walk = walk(transport, Some(template), flow, checkout, policy, rng, run_started).await;
+    let outcome = walk.judged(flow);
+    let Some(mut record) = walk.payment else {
+        // Ended before the payment step: nothing could be charged.
+        return PaymentRecord {
+            order_id,
+            amount,
+            behaviour,
+            outcome: Outcome::Fail,
+            e2e_us: walk.e2e_us,
+            attempts: Vec::new(),
+            steps: walk.steps,
+            expect,
+        };
+    };
+    if record.outcome == Outcome::Ok {
+        record.outcome = outcome;
+    }
+    record.e2e_us = walk.e2e_us;
+    record.steps = walk.steps;
+    record
+}
+
+/// Runs a flow without a payment step (a browse scenario) to its end.
+pub async fn run_browse<T: Transport>(
+    transport: &mut T,
+    flow: &Flow,
+    checkout: Checkout,
+    policy: &RetryPolicy,
+    rng: &mut StdRng,
+    run_started: Instant,
+) -> BrowseRecord {
+    let walk = walk(transport, None, flow, checkout, policy, rng, run_started).await;
+    BrowseRecord {
+        ok: !walk.ended_early && walk.judged(flow) == Outcome::Ok,
+        e2e_us: walk.e2e_us,
+        steps: walk.steps,
+    }
+}
+
+/// Sends the flow's steps in order (the payment step with `template`, when there is one).
+async fn walk<T: Transport>(
+    transport: &mut T,
+    template: Option<&Template>,
+    flow: &Flow,
+    mut checkout: Checkout,
+    policy: &RetryPolicy,
+    rng: &mut StdRng,
+    run_started: Instant,
+) -> Walk {
     let started = Instant::now();
     // The feeder's row comes first, then what the steps capture.
     let mut captures: Vec<Option<String>> = checkout.captures.clone();
@@ -93,8 +189,8 @@ pub async fn run_flow<T: Transport>(
         if let Some(wait) = think {
             tokio::time::sleep(wait).await;
         }
-        match &step.kind {
-            StepKind::Payment => {
+        match (&step.kind, template) {
+            (StepKind::Payment, Some(template)) => {
                 checkout.captures = captures.clone();
                 // Nothing kept from an earlier payment's answer is read as this one's.
                 transport.last_answer();
@@ -109,7 +205,9 @@ pub async fn run_flow<T: Transport>(
                     break;
                 }
             }
-            StepKind::Request(request) => {
+            // A browse flow has no payment step (the plan refuses one without a template).
+            (StepKind::Payment, None) => continue,
+            (StepKind::Request(request), _) => {
                 // tokio's clock: the poll's deadline follows paused time in tests.
                 let t0 = tokio::time::Instant::now();
                 let mut record = StepRecord {
@@ -167,38 +265,13 @@ pub async fn run_flow<T: Transport>(
             }
         }
     }
-    let e2e_us = started.elapsed().as_micros() as u64;
-    let Some(mut record) = payment else {
-        // Ended before the payment step: nothing could be charged.
-        return PaymentRecord {
-            order_id: checkout.order_id,
-            amount: checkout.amount,
-            behaviour: checkout.behaviour,
-            outcome: Outcome::Fail,
-            e2e_us,
-            attempts: Vec::new(),
-            steps,
-            expect: checkout.expect,
-        };
-    };
-    if record.outcome == Outcome::Ok {
-        record.outcome = match (&flow.ok, &flow.fail) {
-            (None, None) if ended_early => Outcome::Info,
-            (None, None) => Outcome::Ok,
-            (ok, fail) => {
-                if ok.as_ref().is_some_and(|c| c.holds(&captures)) {
-                    Outcome::Ok
-                } else if fail.as_ref().is_some_and(|c| c.holds(&captures)) {
-                    Outcome::Fail
-                } else {
-                    Outcome::Info
-                }
-            }
-        };
+    Walk {
+        payment,
+        steps,
+        ended_early,
+        captures,
+        e2e_us: started.elapsed().as_micros() as u64,
     }
-    record.e2e_us = e2e_us;
-    record.steps = steps;
-    record
 }
 
 #[cfg(test)]
@@ -510,6 +583,60 @@ fail = { state = "failed" }
         assert_eq!(record.outcome, Outcome::Fail, "nothing could be charged");
         assert_eq!(f.sent.len(), 1, "only the cart: {:?}", f.sent);
         assert!(record.attempts.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_browse_flow_goes_through_only_when_every_step_answers_and_its_rules_hold() {
+        const BROWSE: &str = r#"
+name = "browse"
+[[step]]
+name = "home"
+path = "/cart"
+capture = { cart = "/id" }
+[[step]]
+name = "order"
+path = "/orders/{{cart}}"
+capture = { state = "/state" }
+[outcome]
+ok = { state = ["paid", "pending"] }
+"#;
+        let crate::plan::Loaded::Browses { flow, .. } = crate::plan::Plan::parse_any("b.toml", BROWSE, &[]).unwrap()
+        else {
+            panic!("a flow without a payment step browses")
+        };
+        let policy = RetryPolicy {
+            max_attempts: 1,
+            timeout: Duration::from_secs(1),
+            backoff_base: Duration::from_millis(10),
+            backoff_cap: Duration::from_millis(10),
+        };
+        let checkout = Checkout {
+            order_id: "o-1".into(),
+            amount: 100,
+            currency: "usd".into(),
+            payment_method: "pm_card_visa".into(),
+            api_key: "".into(),
+            behaviour: Behaviour::RetrySameKey,
+            captures: Vec::new(),
+            expect: None,
+        };
+        let go = |order: (u16, &'static str)| {
+            let mut f = fake((200, "{}"), vec![order]);
+            let flow = flow.clone();
+            let checkout = checkout.clone();
+            async move {
+                let mut rng = StdRng::seed_from_u64(7);
+                let r = run_browse(&mut f, &flow, checkout, &policy, &mut rng, Instant::now()).await;
+                (r, f.sent.len())
+            }
+        };
+        let (r, sent) = go((200, r#"{"state":"pending"}"#)).await;
+        assert!(r.ok);
+        assert_eq!((sent, r.steps.len()), (2, 2));
+        // The rules say no: not through.
+        assert!(!go((200, r#"{"state":"failed"}"#)).await.0.ok);
+        // A step without a 2xx answer ends it.
+        assert!(!go((404, r#"{"state":"paid"}"#)).await.0.ok);
     }
 
     #[test]

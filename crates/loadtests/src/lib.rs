@@ -36,6 +36,7 @@ pub mod report_html;
 pub mod run;
 pub mod saved;
 pub mod scenario;
+pub mod scenarios;
 pub mod slo;
 pub mod steps;
 pub mod template;

@@ -198,6 +198,7 @@ mod tests {
                 attempt_latency: l.clone(),
                 payment_latency: l,
                 step_latency: Default::default(),
+                scenarios: Vec::new(),
                 fulfillment: None,
             },
             Thresholds {

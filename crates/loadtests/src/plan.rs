@@ -1,6 +1,7 @@
 //! A load test's checkout as loaded: the template's request (the payment step's, for a
 //! multi-step template) and, when it has `[[step]]`s, its flow. Loads a bundled template
-//! by name or a TOML file, one request or many.
+//! by name or a TOML file, one request or many; as a `--scenario`, also a flow without a
+//! payment step (one that only browses).
 
 use crate::error::ConfigError;
 use crate::steps::{self, Flow, FlowFile, StepKind};
@@ -12,6 +13,34 @@ pub struct Plan {
     pub template: Template,
     /// With `[[step]]`s: the steps around the template's request (the payment step).
     pub flow: Option<Flow>,
+}
+
+/// A scenario's template as loaded: one that pays, or a flow that only browses (no
+/// payment step: it adds load and latency, and nothing to reconcile).
+#[derive(Debug, Clone)]
+pub enum Loaded {
+    Pays(Box<Plan>),
+    Browses { name: String, flow: Flow },
+}
+
+impl Loaded {
+    /// The template's `name`.
+    pub fn name(&self) -> &str {
+        match self {
+            Loaded::Pays(p) => &p.template.name,
+            Loaded::Browses { name, .. } => name,
+        }
+    }
+
+    /// Its steps' names (none for a one-request template).
+    pub fn step_names(&self) -> Vec<&str> {
+        let flow = match self {
+            Loaded::Pays(p) => p.flow.as_ref(),
+            Loaded::Browses { flow, .. } => Some(flow),
+        };
+        flow.map(|f| f.steps.iter().map(|s| s.name.as_str()).collect())
+            .unwrap_or_default()
+    }
 }
 
 impl Plan {
@@ -32,6 +61,24 @@ impl Plan {
     }
 
     pub fn parse_with(file: &str, text: &str, columns: &[String]) -> Result<Self, ConfigError> {
+        match Self::parse_any(file, text, columns)? {
+            Loaded::Pays(plan) => Ok(*plan),
+            Loaded::Browses { .. } => Err(ConfigError::new(
+                file,
+                "step",
+                "exactly one step with payment = true (the request whose retries, keys and --mix apply; a flow without one runs only as a --scenario beside one that pays)",
+            )),
+        }
+    }
+
+    /// A scenario's template: a bundled one by name, or a TOML file, with or without a
+    /// payment step.
+    pub fn load_scenario(name_or_path: &str, columns: &[String]) -> Result<Loaded, ConfigError> {
+        let (file, text) = template::source(name_or_path)?;
+        Self::parse_any(&file, &text, columns)
+    }
+
+    pub fn parse_any(file: &str, text: &str, columns: &[String]) -> Result<Loaded, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| template::toml_error(file, text, e))?;
         if !table.contains_key("step") {
             let index: Vec<u16> = (0..columns.len() as u16).collect();
@@ -40,13 +87,23 @@ impl Plan {
                 index: &index,
                 later: &[],
             };
-            return Ok(Self {
+            return Ok(Loaded::Pays(Box::new(Self {
                 template: Template::parse_with(file, text, &names)?,
                 flow: None,
-            });
+            })));
         }
         let f: FlowFile = toml::from_str(text).map_err(|e| template::toml_error(file, text, e))?;
-        let steps::Compiled { payment: p, flow } = steps::compile(file, &f, columns)?;
+        let steps::Compiled { payment, flow } = steps::compile(file, &f, columns)?;
+        let Some(p) = payment else {
+            if f.fulfillment.is_some() {
+                return Err(ConfigError::new(
+                    file,
+                    "fulfillment",
+                    "a payment step (a flow without one pays no order to probe)",
+                ));
+            }
+            return Ok(Loaded::Browses { name: f.name, flow });
+        };
         let names = Names {
             before: &p.before,
             index: &p.index,
@@ -74,10 +131,10 @@ impl Plan {
         if let Some(step) = flow.steps.iter_mut().find(|s| matches!(s.kind, StepKind::Payment)) {
             step.needs = template.captures_used();
         }
-        Ok(Self {
+        Ok(Loaded::Pays(Box::new(Self {
             template,
             flow: Some(flow),
-        })
+        })))
     }
 }
 

@@ -20,6 +20,8 @@ pub struct Counters {
     pub replays: AtomicU64,
     /// Start times of the open model (`--rate`) that found every user busy.
     pub dropped: AtomicU64,
+    /// Iterations of `--scenario`s without a payment step.
+    pub browsed: AtomicU64,
 }
 
 impl Counters {
@@ -50,8 +52,12 @@ impl Counters {
             0 => String::new(),
             n => format!(", {n} dropped"),
         };
+        let browsed = match self.browsed.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(", {n} browse runs"),
+        };
         format!(
-            "[{:>6.1}s] {attempts} attempts ({:.1}/s), {} payments done, {} failed, {} unresolved, {} replays{dropped}",
+            "[{:>6.1}s] {attempts} attempts ({:.1}/s), {} payments done, {} failed, {} unresolved, {} replays{dropped}{browsed}",
             secs,
             attempts as f64 / secs,
             self.payments.load(Ordering::Relaxed),

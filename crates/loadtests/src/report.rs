@@ -165,6 +165,51 @@ pub struct LatencyReport {
     /// A multi-step template's steps, by name (the payment step's are its attempts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub steps: BTreeMap<String, StepLatency>,
+    /// With `--scenario`: each scenario, in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+/// One `--scenario` of a run: its weight, its iterations, how many went through (the
+/// payment told `ok`; a browse flow's every step answered), its steps and its end-to-end
+/// latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    pub name: String,
+    pub weight: u32,
+    /// Whether it is the scenario that pays (the others only browse).
+    pub pays: bool,
+    pub runs: u64,
+    pub ok: u64,
+    pub steps: Vec<String>,
+    pub latency: Percentiles,
+    pub histogram: String,
+}
+
+impl ScenarioReport {
+    pub fn new(s: &crate::scenarios::Scenario, tally: &crate::scenarios::Tally) -> Self {
+        Self {
+            name: s.name.clone(),
+            weight: s.weight,
+            pays: s.browse.is_none(),
+            runs: tally.runs,
+            ok: tally.ok,
+            steps: s.steps.clone(),
+            latency: tally.latency.percentiles(),
+            histogram: tally.latency.to_base64(),
+        }
+    }
+
+    /// Combines the same scenario of two merged runs.
+    fn merge(&mut self, other: &ScenarioReport) -> Result<(), String> {
+        let mut h = Latency::from_base64(&self.histogram)?;
+        h.merge(&Latency::from_base64(&other.histogram)?);
+        self.runs += other.runs;
+        self.ok += other.ok;
+        self.latency = h.percentiles();
+        self.histogram = h.to_base64();
+        Ok(())
+    }
 }
 
 /// One step's latency: its percentiles and its histogram (as the others are kept).
@@ -237,7 +282,13 @@ impl crate::slo::Measures for Report {
                     .map_or(&self.latency.payment_histogram, |o| &o.latency_from_intended_histogram),
             ),
             "attempt" => Some(&self.latency.attempt_histogram),
-            step => self.latency.steps.get(step).map(|s| &s.histogram),
+            name => self.latency.steps.get(name).map(|s| &s.histogram).or_else(|| {
+                self.latency
+                    .scenarios
+                    .iter()
+                    .find(|s| s.name == name)
+                    .map(|s| &s.histogram)
+            }),
         }
         .map(String::as_str)
     }
@@ -271,6 +322,8 @@ pub struct Measured {
     pub payment_latency: Latency,
     /// A multi-step template's steps' latencies, by name.
     pub step_latency: BTreeMap<String, Latency>,
+    /// With `--scenario`: each scenario's figures.
+    pub scenarios: Vec<ScenarioReport>,
     pub fulfillment: Option<FulfillmentReport>,
 }
 
@@ -300,6 +353,7 @@ impl Report {
                 attempt_histogram: m.attempt_latency.to_base64(),
                 payment_histogram: m.payment_latency.to_base64(),
                 steps: step_latencies(&m.step_latency),
+                scenarios: m.scenarios,
             },
             thresholds,
             gates: Vec::new(),
@@ -483,6 +537,12 @@ impl Report {
             };
             attempt_h.merge(&Latency::from_base64(&r.latency.attempt_histogram)?);
             payment_h.merge(&Latency::from_base64(&r.latency.payment_histogram)?);
+            for theirs in &r.latency.scenarios {
+                match out.latency.scenarios.iter_mut().find(|s| s.name == theirs.name) {
+                    Some(mine) => mine.merge(theirs)?,
+                    None => out.latency.scenarios.push(theirs.clone()),
+                }
+            }
             match (&mut out.open, &r.open) {
                 (Some(mine), Some(theirs)) => mine.merge(theirs)?,
                 (None, None) => {}
@@ -501,6 +561,7 @@ impl Report {
             attempt_histogram: attempt_h.to_base64(),
             payment_histogram: payment_h.to_base64(),
             steps: step_latencies(&steps_h),
+            scenarios: std::mem::take(&mut out.latency.scenarios),
         };
         out.gates = out.evaluate();
         Ok(out)
@@ -555,6 +616,21 @@ impl Report {
                 s,
                 "  {label:<11} p50 {:.1} ms  p90 {:.1} ms  p99 {:.1} ms  p99.9 {:.1} ms  max {:.1} ms",
                 p.p50_ms, p.p90_ms, p.p99_ms, p.p999_ms, p.max_ms
+            );
+        }
+        for sc in &self.latency.scenarios {
+            let p = &sc.latency;
+            let _ = writeln!(
+                s,
+                "  scenario    {} (weight {}{}): {} runs, {} went through; p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+                sc.name,
+                sc.weight,
+                if sc.pays { ", pays" } else { "" },
+                sc.runs,
+                sc.ok,
+                p.p50_ms,
+                p.p99_ms,
+                p.max_ms
             );
         }
         if let Some(o) = &self.open {
@@ -755,6 +831,30 @@ impl Report {
                 p.p50_ms, p.p90_ms, p.p99_ms, p.p999_ms, p.max_ms
             );
         }
+        if !self.latency.scenarios.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n| scenario | weight | runs | went through | steps | p50 | p90 | p99 | p99.9 | max |\n|---|---|---|---|---|---|---|---|---|---|"
+            );
+            for sc in &self.latency.scenarios {
+                let p = &sc.latency;
+                let _ = writeln!(
+                    s,
+                    "| {}{} | {} | {} | {} | {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms |",
+                    sc.name,
+                    if sc.pays { " (pays)" } else { "" },
+                    sc.weight,
+                    sc.runs,
+                    sc.ok,
+                    sc.steps.join(", "),
+                    p.p50_ms,
+                    p.p90_ms,
+                    p.p99_ms,
+                    p.p999_ms,
+                    p.max_ms
+                );
+            }
+        }
         if let Some(o) = &self.open {
             s.push_str(&o.markdown());
         }
@@ -867,6 +967,7 @@ mod tests {
                 attempt_latency: attempt,
                 payment_latency: payment,
                 step_latency: Default::default(),
+                scenarios: Vec::new(),
                 fulfillment: None,
             },
             Thresholds {

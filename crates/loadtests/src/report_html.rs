@@ -286,6 +286,20 @@ pub fn render(report: &Report) -> String {
                         } } }
                     }
                 }
+                @if !report.latency.scenarios.is_empty() {
+                    h2 { "Scenarios" }
+                    table #scenarios {
+                        thead { tr { th { "scenario" } th { "weight" } th { "runs" } th { "went through" } th { "steps" } th { "p50" } th { "p90" } th { "p99" } th { "p99.9" } th { "max" } } }
+                        tbody { @for sc in &report.latency.scenarios { tr {
+                            @let p = &sc.latency;
+                            td.mono { (sc.name) @if sc.pays { " (pays)" } } td { (sc.weight) } td { (sc.runs) } td { (sc.ok) }
+                            td.mono { (sc.steps.join(", ")) }
+                            td { (format!("{:.1} ms", p.p50_ms)) } td { (format!("{:.1} ms", p.p90_ms)) }
+                            td { (format!("{:.1} ms", p.p99_ms)) } td { (format!("{:.1} ms", p.p999_ms)) }
+                            td { (format!("{:.1} ms", p.max_ms)) }
+                        } } }
+                    }
+                }
                 h2 { "Run settings" }
                 table #settings {
                     thead { tr { th { "run" } th { "target" } th { "provider" } th { "template" } th { "mix" } th { "seed" } th { "started" } th { "duration" } th { "payments" } } }

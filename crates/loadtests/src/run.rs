@@ -40,7 +40,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .map(|d| crate::feeder::Feeder::load(d, args.data_order))
         .transpose()?;
     let columns = data.as_ref().map(|d| d.columns.clone()).unwrap_or_default();
-    let crate::plan::Plan { template, flow } = crate::plan::Plan::load_with(&args.template, &columns)?;
+    let (crate::plan::Plan { template, flow }, scenarios) = plan(&args, &columns)?;
     let mix = Mix::parse(&args.mix)?;
     let run_id = args.run_id()?;
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -58,7 +58,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_double_fulfillments: None,
         max_missed_fulfillments: None,
         max_unexpected_charges: None,
-        slo: slo_gates(&args.gate, flow.as_ref())?,
+        slo: slo_gates(&args.gate, &measured_names(flow.as_ref(), scenarios.as_ref()))?,
     };
     let mut thresholds = thresholds;
     if columns.iter().any(|c| c == "expect") {
@@ -148,6 +148,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         seed,
         template,
         flow,
+        scenarios,
         data,
         mix: mix.clone(),
         policy: RetryPolicy {
@@ -279,7 +280,10 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
                 run_id,
                 target,
                 provider,
-                template: state.setup.template.name.clone(),
+                template: match &state.setup.scenarios {
+                    Some(s) => s.describe(),
+                    None => state.setup.template.name.clone(),
+                },
                 mix: mix.to_string(),
                 seed,
                 started_ms,
@@ -295,6 +299,21 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
             attempt_latency: state.attempt_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             payment_latency: state.payment_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
             step_latency: state.step_latency.into_inner().unwrap_or_else(|e| e.into_inner()),
+            scenarios: match &state.setup.scenarios {
+                Some(s) => s
+                    .list
+                    .iter()
+                    .zip(
+                        state
+                            .scenario_tally
+                            .into_inner()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .iter(),
+                    )
+                    .map(|(s, t)| crate::report::ScenarioReport::new(s, t))
+                    .collect(),
+                None => Vec::new(),
+            },
             fulfillment,
         },
         thresholds,
@@ -552,20 +571,96 @@ pub fn exit_code(report: &Report) -> u8 {
 }
 
 /// The `--gate` expressions, each parsed and its step checked against the template.
-fn slo_gates(gates: &[String], flow: Option<&crate::steps::Flow>) -> Result<Vec<String>, LoadError> {
-    let steps: Vec<&str> = flow
-        .map(|f| f.steps.iter().map(|s| s.name.as_str()).collect())
-        .unwrap_or_default();
+/// The run's plan: `--template`'s, or with `--scenario` the one scenario that pays, and
+/// the scenarios. Names must not mix up: a scenario's, a step's, `payment` and `attempt`
+/// each name one latency for `--gate`.
+fn plan(
+    args: &LoadArgs,
+    columns: &[String],
+) -> Result<(crate::plan::Plan, Option<crate::scenarios::Scenarios>), ConfigError> {
+    use crate::plan::{Loaded, Plan};
+    if args.scenario.is_empty() {
+        return Ok((Plan::load_with(&args.template, columns)?, None));
+    }
+    let weighted = crate::scenarios::parse(&args.scenario)?;
+    let mut paying: Option<(String, Plan)> = None;
+    let mut list = Vec::new();
+    let mut names: Vec<(String, String)> = Vec::new();
+    for w in &weighted {
+        let loaded = Plan::load_scenario(&w.template, columns)?;
+        let name = loaded.name().to_string();
+        for (what, n) in
+            std::iter::once(("scenario", name.as_str())).chain(loaded.step_names().into_iter().map(|n| ("step", n)))
+        {
+            let taken = ["payment", "attempt"].contains(&n).then(|| "--gate's own".to_string());
+            if let Some(by) = taken.or_else(|| names.iter().find(|(m, _)| m == n).map(|(_, by)| by.clone())) {
+                return Err(ConfigError::flag(
+                    "--scenario",
+                    format!(
+                        "scenarios and steps with names of their own (each names a latency for --gate), but {what} '{n}' of {} is also {by}",
+                        w.template
+                    ),
+                ));
+            }
+            names.push((n.to_string(), format!("a name in {}", w.template)));
+        }
+        let steps = loaded.step_names().iter().map(|s| s.to_string()).collect();
+        let browse = match loaded {
+            Loaded::Pays(plan) => {
+                if let Some((other, _)) = &paying {
+                    return Err(ConfigError::flag(
+                        "--scenario",
+                        format!(
+                            "exactly one scenario that pays, but {other} and {} both have a payment step",
+                            w.template
+                        ),
+                    ));
+                }
+                paying = Some((w.template.clone(), *plan));
+                None
+            }
+            Loaded::Browses { flow, .. } => Some(flow),
+        };
+        list.push(crate::scenarios::Scenario {
+            name,
+            weight: w.weight,
+            browse,
+            steps,
+        });
+    }
+    let Some((_, plan)) = paying else {
+        return Err(ConfigError::flag(
+            "--scenario",
+            "one scenario that pays (a template with a payment step), beside flows that only browse",
+        ));
+    };
+    Ok((plan, Some(crate::scenarios::Scenarios::new(list))))
+}
+
+/// What `--gate` percentiles may name: `payment`, `attempt`, every step, every scenario.
+fn measured_names(flow: Option<&crate::steps::Flow>, scenarios: Option<&crate::scenarios::Scenarios>) -> Vec<String> {
+    let mut names: Vec<String> = vec!["payment".into(), "attempt".into()];
+    names.extend(flow.iter().flat_map(|f| f.steps.iter().map(|s| s.name.clone())));
+    for s in scenarios.iter().flat_map(|s| &s.list) {
+        names.push(s.name.clone());
+        names.extend(
+            s.steps
+                .iter()
+                .filter(|n| !names.contains(n))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+    }
+    names
+}
+
+fn slo_gates(gates: &[String], known: &[String]) -> Result<Vec<String>, LoadError> {
     gates
         .iter()
         .map(|text| {
             let slo = crate::slo::Slo::parse(text).map_err(|e| ConfigError::flag("--gate", e))?;
             if let Some(of) = slo.measures() {
-                if !(of == "payment" || of == "attempt" || steps.contains(&of)) {
-                    let known = ["payment", "attempt"]
-                        .into_iter()
-                        .chain(steps.iter().copied())
-                        .collect::<Vec<_>>();
+                if !known.iter().any(|k| k == of) {
                     return Err(ConfigError::flag(
                         "--gate",
                         format!("the latency of one of {}, got '{of}' in '{text}'", known.join(", ")),

@@ -15,7 +15,7 @@ use crate::client::StepAnswer;
 use crate::client::{
     classify, read_answer_keeping, run_checkout, AttemptResult, Checkout, FailureKind, RetryPolicy, Transport,
 };
-use crate::flow::run_flow;
+use crate::flow::{run_browse, run_flow};
 use crate::journal::Journal;
 use crate::latency::Latency;
 use crate::mix::Mix;
@@ -35,6 +35,8 @@ pub struct RunState {
     /// A multi-step template's steps' latencies, by name (the payment step's attempts
     /// under its name).
     pub step_latency: Mutex<std::collections::BTreeMap<String, Latency>>,
+    /// With `--scenario`: each scenario's tally, in the order given.
+    pub scenario_tally: Mutex<Vec<crate::scenarios::Tally>>,
 }
 
 /// What a [`RunState`] is built from (the shared strings are `Arc`s: every checkout
@@ -45,6 +47,8 @@ pub struct RunSetup {
     pub template: Template,
     /// A multi-step template's flow around `template` (its payment step).
     pub flow: Option<Flow>,
+    /// `--scenario`: the scenarios (one of them runs `template` and `flow`).
+    pub scenarios: Option<crate::scenarios::Scenarios>,
     /// `--data`: the rows payments take.
     pub data: Option<crate::feeder::Feeder>,
     pub mix: Mix,
@@ -60,7 +64,9 @@ pub struct RunSetup {
 
 impl RunState {
     pub fn new(setup: RunSetup) -> Arc<Self> {
+        let tallies = setup.scenarios.as_ref().map_or(0, |s| s.list.len());
         Arc::new(Self {
+            scenario_tally: Mutex::new((0..tallies).map(|_| Default::default()).collect()),
             setup,
             started: Instant::now(),
             counters: Arc::new(Counters::default()),
@@ -114,6 +120,18 @@ impl RunState {
     pub async fn run_numbered<T: Transport>(&self, transport: &mut T, index: u64) -> Instant {
         let mut rng = StdRng::seed_from_u64(self.setup.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let checkout = self.checkout(index, &mut rng);
+        let scenario = self.setup.scenarios.as_ref().map(|s| {
+            let i = s.pick(self.setup.seed, index);
+            (i, s.list[i].browse.as_ref())
+        });
+        if let Some((i, Some(flow))) = scenario {
+            let record = run_browse(transport, flow, checkout, &self.setup.policy, &mut rng, self.started).await;
+            let ended = Instant::now();
+            self.record_steps(&record.steps);
+            self.tally(i, record.ok, record.e2e_us);
+            self.counters.browsed.fetch_add(1, Ordering::Relaxed);
+            return ended;
+        }
         let template = &self.setup.template;
         let record = match &self.setup.flow {
             None => {
@@ -152,24 +170,47 @@ impl RunState {
             .unwrap_or_else(|e| e.into_inner())
             .record(record.e2e_us);
         if let Some(flow) = &self.setup.flow {
-            let mut steps = self.step_latency.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(payment) = flow.payment_step() {
+                let mut steps = self.step_latency.lock().unwrap_or_else(|e| e.into_inner());
                 let l = steps.entry(payment.to_string()).or_default();
                 for a in &record.attempts {
                     l.record(a.elapsed_us);
                 }
             }
-            for s in &record.steps {
-                match steps.get_mut(&s.name) {
-                    Some(l) => l.record(s.elapsed_us),
-                    None => steps.entry(s.name.clone()).or_default().record(s.elapsed_us),
-                }
-            }
+            self.record_steps(&record.steps);
+        }
+        if let Some((i, None)) = scenario {
+            self.tally(i, record.outcome == crate::client::Outcome::Ok, record.e2e_us);
         }
         self.counters.add(&record);
         // The journal keeps the payment for reconciliation once written.
         self.setup.journal.record(record);
         ended
+    }
+
+    /// The steps' latencies, by step name.
+    fn record_steps(&self, records: &[crate::steps::StepRecord]) {
+        if records.is_empty() {
+            return;
+        }
+        let mut steps = self.step_latency.lock().unwrap_or_else(|e| e.into_inner());
+        for s in records {
+            match steps.get_mut(&s.name) {
+                Some(l) => l.record(s.elapsed_us),
+                None => steps.entry(s.name.clone()).or_default().record(s.elapsed_us),
+            }
+        }
+    }
+
+    fn tally(&self, scenario: usize, ok: bool, e2e_us: u64) {
+        if let Some(t) = self
+            .scenario_tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(scenario)
+        {
+            t.record(ok, e2e_us);
+        }
     }
 
     /// The transport of one goose user.

@@ -287,9 +287,9 @@ fn condition(
 }
 
 /// What a flow file compiles into: the payment step's request (the template's own
-/// fields) and the flow.
+/// fields; none in a flow that only browses) and the flow.
 pub(crate) struct Compiled {
-    pub payment: PaymentStep,
+    pub payment: Option<PaymentStep>,
     pub flow: Flow,
 }
 
@@ -307,7 +307,8 @@ pub(crate) struct PaymentStep {
     pub later: Vec<String>,
 }
 
-/// Compiles the steps of `file` (see the module docs for the rules it checks).
+/// Compiles the steps of `file` (see the module docs for the rules it checks): at most
+/// one payment step (a flow without one only browses: see `plan`).
 /// `preset`: the names a feeder's columns give, captured before the first step.
 pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Compiled, ConfigError> {
     if f.step.is_empty() {
@@ -317,22 +318,12 @@ pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Com
         return Err(ConfigError::new(file, "step", "at most 32 steps"));
     }
     let payments: Vec<usize> = (0..f.step.len()).filter(|i| f.step[*i].payment).collect();
-    match payments.as_slice() {
-        [_] => {}
-        [] => {
-            return Err(ConfigError::new(
-                file,
-                "step",
-                "exactly one step with payment = true (the request whose retries, keys and --mix apply)",
-            ))
-        }
-        [_, second, ..] => {
-            return Err(ConfigError::new(
-                file,
-                &format!("step {} ({}).payment", second + 1, step_name(&f.step[*second], *second)),
-                "exactly one payment step, and an earlier step already is one",
-            ))
-        }
+    if let [_, second, ..] = payments.as_slice() {
+        return Err(ConfigError::new(
+            file,
+            &format!("step {} ({}).payment", second + 1, step_name(&f.step[*second], *second)),
+            "exactly one payment step, and an earlier step already is one",
+        ));
     }
     // Capture names in the order steps first capture them.
     let mut all = Captures { names: preset.to_vec() };
@@ -550,7 +541,7 @@ pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Com
         ),
     };
     Ok(Compiled {
-        payment: payment.expect("exactly one payment step, checked above"),
+        payment,
         flow: Flow {
             steps,
             names: all.names,
