@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
+use fauxpay_merchant::checkout_flow::CheckoutFlow;
 use fauxpay_merchant::webhook::WebhookSecret;
 use fauxpay_merchant::{MerchantConfig, Strategy};
 use fauxpay_provider::{CorrelationSource, DuplicatePolicy, IdempotencyMode};
@@ -56,6 +57,11 @@ pub struct MerchantArgs {
     /// naive (no idempotency), lock-only (a lock, nothing durable) or idempotent (the full pattern).
     #[arg(long, value_parser = EnumValueParser::<StrategyArg>::new().map(Strategy::from))]
     pub strategy: Strategy,
+    /// How customers pay, so what fulfils an order: server-confirm and payment-element on
+    /// payment_intent.succeeded; checkout-session on checkout.session.completed and on the
+    /// customer's visit to GET /checkout/success.
+    #[arg(long, default_value = "server-confirm")]
+    pub flow: CheckoutFlow,
     /// Base URL of the fauxpay provider (or any Stripe-compatible API).
     #[arg(long, env = "FAUXPAY_PROVIDER")]
     pub provider: String,

@@ -22,6 +22,7 @@ use clap::Parser;
 use fauxpay_loadtests::{LoadArgs, LoadError, Report};
 
 use fauxpay_faults as faults;
+use fauxpay_merchant::checkout_flow::CheckoutFlow;
 use fauxpay_merchant::webhook::WebhookSecret;
 use fauxpay_merchant::{MerchantConfig, RunningMerchant, Strategy};
 use fauxpay_provider::config::WebhookTarget;
@@ -39,6 +40,11 @@ pub struct DemoArgs {
     /// Checkouts per client (so users × payments logical payments per merchant).
     #[arg(long, default_value_t = 30)]
     pub payments: usize,
+    /// How customers pay: server-confirm (POST /checkout, the checkout-json template),
+    /// payment-element or checkout-session (the customer's browser at the provider, with
+    /// Stripe's test cards; the merchants in that flow).
+    #[arg(long, default_value = "server-confirm")]
+    pub flow: CheckoutFlow,
     /// Client behaviours by weight (see `fauxpay load --help`).
     #[arg(long, default_value = "retry-same-key=80,double-submit=20")]
     pub mix: String,
@@ -86,6 +92,7 @@ pub struct DemoRow {
 pub struct DemoOutcome {
     pub rows: Vec<DemoRow>,
     pub profile: String,
+    pub flow: CheckoutFlow,
     /// Where each merchant's reports are.
     pub out: PathBuf,
     /// The provider, still serving its dashboard (when the demo keeps it).
@@ -108,7 +115,11 @@ impl DemoOutcome {
     /// The side-by-side table.
     pub fn table(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "\nResults under the `{}` fault profile:\n", self.profile);
+        let _ = writeln!(
+            s,
+            "\nResults under the `{}` fault profile ({} flow):\n",
+            self.profile, self.flow
+        );
         let _ = writeln!(
             s,
             "{:<12} {:>9} {:>15} {:>19} {:>6} {:>8} {:>11} {:>10} {:>10}  verdict",
@@ -246,6 +257,7 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
         config.provider_timeout = std::time::Duration::from_secs(1);
         config.reconcile_interval = std::time::Duration::from_millis(200);
         config.webhook_secret = Some(secret.clone());
+        config.flow = args.flow;
         let merchant = RunningMerchant::start_on(config, listener)
             .await
             .map_err(|e| DemoError::Merchant(strategy.as_str(), e.to_string()))?;
@@ -278,6 +290,7 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
     Ok(DemoOutcome {
         rows,
         profile: profile_name,
+        flow: args.flow,
         out: args.out.clone(),
         provider,
         dashboard,
@@ -324,7 +337,13 @@ fn load_args(args: &DemoArgs, strategy: Strategy, target: &str, provider: &str) 
         out.to_str().unwrap_or("fauxpay-demo"),
         "--quiet",
     ];
-    let mut load = Load::try_parse_from(argv)
+    // A browser flow: its bundled template, with Stripe's test cards (paid, declined, 3-D
+    // Secure).
+    let flow = match args.flow {
+        CheckoutFlow::ServerConfirm => Vec::new(),
+        f => vec!["--template", f.as_str(), "--data", "stripe-cards"],
+    };
+    let mut load = Load::try_parse_from(argv.into_iter().chain(flow))
         .expect("the demo's own load arguments are valid")
         .args;
     load.print_summary = false;

@@ -135,6 +135,7 @@ fn merchant(args: MerchantArgs) -> anyhow::Result<()> {
         );
     }
     let mut config = MerchantConfig::new(args.strategy, args.provider);
+    config.flow = args.flow;
     config.redis_url = args.redis;
     config.postgres_url = args.postgres;
     config.pg_schema = args.pg_schema;
@@ -165,7 +166,9 @@ fn demo(args: fauxpay::demo::DemoArgs) -> ExitCode {
             let outcome = fauxpay::demo::run(args).await.map_err(|e| e.to_string())?;
             print!("{}", outcome.table());
             if outcome.kit_behaved() {
-                println!("\nThe kit caught the double-charging merchants and passed the idempotent one.");
+                println!(
+                    "\nThe kit caught naive and lock-only (double charges or double fulfilments) and passed the idempotent merchant."
+                );
             } else {
                 println!("\nThe kit did not behave as it must (see the verdicts above).");
             }

@@ -116,3 +116,49 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
     }
     std::fs::remove_dir_all(&out).ok();
 }
+
+/// `fauxpay demo --flow checkout-session`: customers pay on the Checkout page with Stripe's
+/// test cards and come back to the success page. Nothing is charged twice (the browser
+/// pays once), but naive and lock-only ship every paid order twice (its
+/// `checkout.session.completed` and the success page), exactly as often as their own
+/// order rows say, and idempotent once: the kit catches them, exit 0.
+#[test]
+fn the_checkout_session_demo_catches_double_fulfilments() {
+    let out = std::env::temp_dir().join(format!("fauxpay-demo-cs-{}", std::process::id()));
+    let run = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["demo", "--flow", "checkout-session", "--profile", "happy"])
+        .args(["--users", "3", "--payments", "6", "--keep-serving", "no", "--out"])
+        .arg(&out)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("(checkout-session flow)"), "{stdout}");
+    for merchant in ["naive", "lock-only", "idempotent"] {
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(merchant).join("report.json")).unwrap()).unwrap();
+        let a = &report["anomalies"];
+        assert_eq!(a["double_charges"]["count"], 0, "{merchant}");
+        assert_eq!(a["lost"]["count"], 0, "{merchant}");
+        assert_eq!(report["fulfillment"]["checked"], true, "{merchant}");
+        let paid = report["outcomes"]["ok"].as_u64().unwrap();
+        assert!(paid >= 6, "{merchant}: Stripe's test cards pay about half: {paid}");
+        let twice = a["double_fulfillments"]["count"].as_u64().unwrap();
+        let expected = if merchant == "idempotent" { 0 } else { paid };
+        assert_eq!(twice, expected, "{merchant}\n{stdout}");
+        let row = stdout.lines().rev().find(|l| l.starts_with(merchant)).unwrap();
+        let verdict = if merchant == "idempotent" {
+            "clean, as it must be"
+        } else {
+            "fulfils twice, as expected"
+        };
+        assert!(row.contains(verdict), "{row}");
+    }
+    std::fs::remove_dir_all(&out).ok();
+}

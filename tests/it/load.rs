@@ -526,46 +526,6 @@ ok = { object = "list" }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The bundled `payment-element` template: the server creates the intent (keyed), the
-/// browser confirms it at the provider with the publishable key and the client secret,
-/// passes 3-D Secure when asked, and the client polls until it settles. 3-D Secure cards
-/// are charged once and `ok`; declined cards are `fail` with nothing charged.
-#[tokio::test]
-async fn payment_element_confirms_in_the_browser_and_polls_until_settled() {
-    let h = provider("happy").await;
-    let url = h.provider.url();
-    let stripe = stripe_args(&url, "retry-same-key=1", "pe");
-    let mut args: Vec<&str> = stripe
-        .iter()
-        .map(|a| if *a == "stripe" { "payment-element" } else { a })
-        .collect();
-    args.extend(["--payment-method", "pm_card_authenticationRequired"]);
-    let run = load("pe", &args).await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    let report = run.report();
-    assert_eq!(report["outcomes"]["ok"], 60, "{}", report["outcomes"]);
-    assert_eq!(report["anomalies"]["lost"]["count"], 0);
-    assert_eq!(h.summary().await["charges"], 60);
-    for step in ["create", "confirm", "authenticate", "poll"] {
-        assert!(
-            report["latency"]["steps"][step]["latency"]["count"].as_u64().unwrap() >= 60,
-            "{step}"
-        );
-    }
-
-    let stripe = stripe_args(&url, "retry-same-key=1", "pex");
-    let mut args: Vec<&str> = stripe
-        .iter()
-        .map(|a| if *a == "stripe" { "payment-element" } else { a })
-        .collect();
-    args.extend(["--payment-method", "pm_card_chargeDeclined"]);
-    let run = load("pe-declined", &args).await;
-    let report = run.report();
-    assert_eq!(report["outcomes"]["fail"], 60, "{}", report["outcomes"]);
-    assert_eq!(report["anomalies"]["phantom"]["count"], 0);
-    assert_eq!(h.summary().await["charges"], 60, "nothing more charged");
-}
-
 /// junit.xml parses as JUnit XML, one test case per gate, `failures` of them failing.
 fn check_junit(out: &Path, failures: usize) {
     let text = std::fs::read_to_string(out.join("junit.xml")).unwrap();

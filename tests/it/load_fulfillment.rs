@@ -524,3 +524,99 @@ async fn fulfillment_gates_need_a_probe() {
     );
     let _ = provider.shutdown().await;
 }
+
+/// The bundled browser flows against each reference merchant in the matching `--flow`,
+/// with the provider's own webhook deliveries and Stripe's test cards (paid, declined,
+/// 3-D Secure then paid or declined): no double charge anywhere (the browser confirms
+/// once), no false lost or phantom charge, and double and missed fulfilments equal to each
+/// merchant's own truth. `payment-element` under `duplicate-webhooks`: naive and lock-only
+/// ship twice what the provider delivered twice. `checkout-session`: naive and lock-only
+/// ship every paid order twice (its `checkout.session.completed` and the success page);
+/// idempotent ships each once and passes.
+#[tokio::test]
+async fn browser_flows_against_each_merchant_count_what_each_merchant_shipped() {
+    use fauxpay_merchant::checkout_flow::CheckoutFlow;
+    for (flow, profile) in [
+        (CheckoutFlow::PaymentElement, "duplicate-webhooks"),
+        (CheckoutFlow::CheckoutSession, "happy"),
+    ] {
+        let strategies = [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent];
+        let mut listeners = Vec::new();
+        for _ in strategies {
+            listeners.push(tokio::net::TcpListener::bind(any_port()).await.unwrap());
+        }
+        let provider = RunningProvider::start(
+            Config {
+                webhooks: listeners
+                    .iter()
+                    .map(|l| WebhookTarget {
+                        url: format!("http://{}/webhooks/stripe", l.local_addr().unwrap()),
+                        secret: SECRET.into(),
+                    })
+                    .collect(),
+                delivery: Settings {
+                    retries: vec![Duration::from_millis(100), Duration::from_millis(300)],
+                    ..Settings::default()
+                },
+                ..provider_config(profile)
+            },
+            any_port(),
+        )
+        .await
+        .unwrap();
+        // Every endpoint serves before any run: the provider delivers each event to all.
+        let mut merchants = Vec::new();
+        for (strategy, listener) in strategies.into_iter().zip(listeners) {
+            let mut config = merchant_config(strategy, &provider.url(), &Backend::Memory, with_secret);
+            config.flow = flow;
+            merchants.push(RunningMerchant::start_on(config, listener).await.unwrap());
+        }
+        for m in merchants {
+            let strategy = m.strategy;
+            let run_id = format!("{}-{}", flow.as_str(), strategy.as_str());
+            let run = load(
+                &run_id,
+                &m.url(),
+                &provider.url(),
+                &["--template", flow.as_str(), "--data", "stripe-cards"],
+            )
+            .await;
+            let report = run.report();
+            let a = &report["anomalies"];
+            assert_eq!(report["payments"], 18, "{}", run.stdout);
+            for clean in ["double_charges", "lost", "phantom", "unexpected_charges"] {
+                assert_eq!(a[clean]["count"], 0, "{run_id}: {clean}\n{}", run.stdout);
+            }
+            // Stripe's test cards: the paid ones ok, the declined ones fail, none unresolved.
+            let o = &report["outcomes"];
+            assert_eq!(o["info"], 0, "{run_id}: {o}\n{}", run.stdout);
+            assert!(
+                o["ok"].as_u64().unwrap() >= 6 && o["fail"].as_u64().unwrap() >= 6,
+                "{run_id}: {o}"
+            );
+            assert_eq!(report["fulfillment"]["checked"], true, "{}", run.stdout);
+            let (double, missed) = truth(&m, &run).await;
+            assert_eq!(a["double_fulfillments"]["count"], double, "{run_id}\n{}", run.stdout);
+            assert_eq!(a["missed_fulfillments"]["count"], missed, "{run_id}\n{}", run.stdout);
+            assert_eq!(missed, 0, "{run_id}");
+            let paid = o["ok"].as_u64().unwrap();
+            eprintln!("{run_id}: {o}, double fulfilments {double}, exit {}", run.code);
+            match (strategy, flow) {
+                (Strategy::Idempotent, _) => {
+                    assert_eq!(double, 0, "{run_id}");
+                    assert_eq!(run.code, 0, "{run_id}\n{}", run.stdout);
+                }
+                (_, CheckoutFlow::CheckoutSession) => {
+                    assert_eq!(double, paid, "{run_id}: the webhook and the success page");
+                    assert_eq!(run.code, 1, "{run_id}\n{}", run.stdout);
+                }
+                _ => {
+                    assert!(double > 0, "{run_id}: duplicated deliveries shipped twice");
+                    assert_eq!(run.code, 1, "{run_id}\n{}", run.stdout);
+                }
+            }
+            m.shutdown().await;
+        }
+        let _ = provider.shutdown().await;
+    }
+}

@@ -25,7 +25,7 @@ pub struct LoadArgs {
     /// Base URL of the fauxpay provider whose ledger is the ground truth.
     #[arg(long, value_name = "URL", help_heading = "fauxpay")]
     pub provider: String,
-    /// Request template: a bundled one (checkout-json, stripe, payment-element) or a TOML file (one request, or [[step]]s).
+    /// Request template: a bundled one (checkout-json, stripe, payment-element, checkout-session) or a TOML file (one request, or [[step]]s).
     #[arg(long, default_value = "checkout-json", help_heading = "fauxpay")]
     pub template: String,
     /// Weighted scenarios in place of --template (repeatable or comma-separated), e.g.

@@ -380,18 +380,18 @@ fail = { status = ["requires_payment_method", "canceled"] }
 pub const PAYMENT_ELEMENT: &str = r#"
 name = "payment-element"
 
-# The server creates the intent (keyed: retries and --mix apply); nothing is charged yet.
+# The merchant opens an intent for the order (POST /api/payment-intents, as the reference
+# merchants' storefront API; keyed: retries and --mix apply). Nothing is charged yet.
 [[step]]
 name = "create"
 payment = true
 method = "POST"
-path = "/v1/payment_intents"
-format = "form"
-body = "amount={{amount}}&currency={{currency}}&automatic_payment_methods[enabled]=true&metadata[order_id]={{order_id}}"
-payment_id = ["/id"]
-capture = { intent = "/id", client_secret = "/client_secret" }
+path = "/api/payment-intents"
+format = "json"
+body = '{"order_id":"{{order_id}}","amount":{{amount}},"currency":"{{currency}}"}'
+payment_id = ["/payment_intent"]
+capture = { intent = "/payment_intent", client_secret = "/clientSecret" }
 [step.headers]
-Authorization = "Bearer {{api_key}}"
 Idempotency-Key = "{{idempotency_key}}"
 
 # The browser: the Payment Element confirms with the publishable key and the client secret.
@@ -417,18 +417,85 @@ format = "form"
 body = "outcome=succeed"
 capture = { status = ["/status", "/error/payment_intent/status"] }
 
-# The client polls the payment until it settles.
+# Paid in the browser: the client polls the order until the merchant's webhook says paid.
 [[step]]
-name = "poll"
-path = "/v1/payment_intents/{{intent}}"
-capture = { status = "/status" }
-poll = { every = "100ms", timeout = "10s", until = { status = ["succeeded", "requires_capture", "requires_payment_method", "canceled"] } }
-[step.headers]
-Authorization = "Bearer {{api_key}}"
+name = "order"
+if = { status = ["succeeded", "requires_capture", "processing"] }
+path = "/orders/{{order_id}}"
+capture = { order_status = "/status" }
+poll = { every = "100ms", timeout = "10s", until = { order_status = "paid" } }
 
 [outcome]
-ok = { status = ["succeeded", "requires_capture", "processing"] }
+ok = { order_status = "paid" }
 fail = { status = ["requires_payment_method", "canceled"] }
+
+[fulfillment]
+method = "GET"
+path = "/orders/{{order_id}}"
+count = "/fulfillments"
+"#;
+
+pub const CHECKOUT_SESSION: &str = r#"
+name = "checkout-session"
+
+# The merchant opens a Checkout Session for the order (POST /api/checkout-sessions, as the
+# reference merchants' storefront API; keyed: retries and --mix apply).
+[[step]]
+name = "session"
+payment = true
+method = "POST"
+path = "/api/checkout-sessions"
+format = "json"
+body = '{"order_id":"{{order_id}}","amount":{{amount}},"currency":"{{currency}}"}'
+payment_id = ["/id"]
+capture = { session = "/id" }
+[step.headers]
+Idempotency-Key = "{{idempotency_key}}"
+
+# The customer pays on the Checkout page (its scripted pay).
+[[step]]
+name = "pay"
+base = "provider"
+method = "POST"
+path = "/__fauxpay/checkout/sessions/{{session}}/pay"
+format = "form"
+body = "payment_method={{payment_method}}&email=customer@fauxpay.invalid"
+think = "50ms..150ms"
+capture = { intent = ["/payment_intent/id", "/error/payment_intent/id"], status = ["/payment_intent/status", "/error/payment_intent/status"] }
+
+# A card that asks for 3-D Secure: the customer passes it.
+[[step]]
+name = "authenticate"
+base = "provider"
+if = { status = "requires_action" }
+method = "POST"
+path = "/__fauxpay/payment_intents/{{intent}}/authenticate"
+format = "form"
+body = "outcome=succeed"
+capture = { status = ["/status", "/error/payment_intent/status"] }
+
+# Back on the shop: the success page (the session's success_url).
+[[step]]
+name = "success"
+if = { status = ["succeeded", "requires_capture", "processing"] }
+path = "/checkout/success?session_id={{session}}"
+
+# The client polls the order until it reads paid.
+[[step]]
+name = "order"
+if = { status = ["succeeded", "requires_capture", "processing"] }
+path = "/orders/{{order_id}}"
+capture = { order_status = "/status" }
+poll = { every = "100ms", timeout = "10s", until = { order_status = "paid" } }
+
+[outcome]
+ok = { order_status = "paid" }
+fail = { status = ["requires_payment_method", "canceled"] }
+
+[fulfillment]
+method = "GET"
+path = "/orders/{{order_id}}"
+count = "/fulfillments"
 "#;
 
 /// The bundled templates, by name.
@@ -436,6 +503,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("checkout-json", CHECKOUT_JSON),
     ("stripe", STRIPE),
     ("payment-element", PAYMENT_ELEMENT),
+    ("checkout-session", CHECKOUT_SESSION),
 ];
 
 impl Template {
@@ -466,7 +534,7 @@ pub(crate) fn source(name_or_path: &str) -> Result<(String, String), ConfigError
         return Err(ConfigError::new(
             name_or_path,
             "template",
-            "a bundled template (checkout-json, stripe, payment-element) or a path to a .toml file",
+            "a bundled template (checkout-json, stripe, payment-element, checkout-session) or a path to a .toml file",
         ));
     }
     let text = std::fs::read_to_string(name_or_path)

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use super::checkout_flow::CheckoutFlow;
 use super::clock::{SharedClock, SystemClock};
 use super::error::MerchantError;
 use super::strategy::Strategy;
@@ -20,6 +21,9 @@ use super::webhook::{WebhookSecret, DEFAULT_TOLERANCE};
 #[derive(Debug, Clone)]
 pub struct MerchantConfig {
     pub strategy: Strategy,
+    /// How customers pay, so what fulfils an order (`payment_intent.succeeded`, or a
+    /// completed Checkout Session and the success page).
+    pub flow: CheckoutFlow,
     /// The provider's base URL (`http://127.0.0.1:12111`).
     pub provider_url: String,
     /// The provider API key (`sk_test_…`), sent as `Authorization: Bearer`.
@@ -69,6 +73,7 @@ impl MerchantConfig {
     pub fn new(strategy: Strategy, provider_url: impl Into<String>) -> Self {
         Self {
             strategy,
+            flow: CheckoutFlow::default(),
             provider_url: provider_url.into(),
             api_key: Self::DEFAULT_API_KEY.to_string(),
             publishable_key: Self::DEFAULT_PUBLISHABLE_KEY.to_string(),
@@ -144,8 +149,9 @@ impl MerchantConfig {
     /// One line describing the settings in force (logged at start-up).
     pub fn describe(&self) -> String {
         format!(
-            "strategy={} provider={} store={} lock={} provider_timeout={:?} lock_ttl={:?} settle={:?} reconcile_interval={:?} key_ttl={:?} webhooks={}",
+            "strategy={} flow={} provider={} store={} lock={} provider_timeout={:?} lock_ttl={:?} settle={:?} reconcile_interval={:?} key_ttl={:?} webhooks={}",
             self.strategy,
+            self.flow,
             self.provider_url,
             if self.postgres_url.is_some() { "postgres" } else { "memory" },
             if self.redis_url.is_some() { "redis" } else { "memory" },

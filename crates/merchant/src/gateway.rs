@@ -100,6 +100,17 @@ pub struct OpenedPayment {
     pub url: Option<String>,
 }
 
+/// What the merchant reads of a Checkout Session when its customer comes back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionState {
+    /// `metadata.order_id`, when it is a valid order id.
+    pub order_id: Option<OrderId>,
+    /// Its intent's id, once it has one.
+    pub payment_intent: Option<PaymentIntentId>,
+    /// `payment_status` is `paid`.
+    pub paid: bool,
+}
+
 /// A search (or an opening) that did not complete.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the provider call failed: {0}")]
@@ -120,5 +131,10 @@ pub trait Gateway: Send + Sync + 'static {
             "this gateway cannot open a browser payment (order {})",
             open.order_id
         )))
+    }
+
+    /// Reads Checkout Session `id` (a read: charges nothing).
+    async fn checkout_session(&self, id: &str) -> Result<SessionState, GatewayError> {
+        Err(GatewayError(format!("this gateway cannot read Checkout Session {id}")))
     }
 }

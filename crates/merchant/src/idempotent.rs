@@ -333,7 +333,7 @@ impl Idempotent {
         let now = self.now_ms();
         let record = EventRecord {
             id: event.event_id.clone(),
-            kind: super::webhook::PAYMENT_SUCCEEDED.to_string(),
+            kind: event.kind.clone(),
             order_id: event.order_id.clone(),
             received_ms: now,
             expires_ms: now.saturating_add(ms(self.settings.key_ttl)),

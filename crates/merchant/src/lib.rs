@@ -4,16 +4,18 @@
 //! double-charge under provider faults (the load generator must catch them), `idempotent`
 //! never does (it must raise no false alarm). Each serves `POST /checkout`, `GET
 //! /orders/{id}`, `GET /health` and `POST /webhooks/stripe` ([`http`]) over a
-//! [`strategy::CheckoutService`]. A signed `payment_intent.succeeded` fulfils its order:
-//! on every delivery for `naive` and `lock-only` (the classic webhook bug, since Stripe
-//! delivers at least once), exactly once for `idempotent`. The domain — orders and their
+//! [`strategy::CheckoutService`]. A signed `payment_intent.succeeded` fulfils its order
+//! (in the checkout-session [`checkout_flow`], a paid `checkout.session.completed` and the
+//! customer's visit to the success page do): on every signal for `naive` and `lock-only`
+//! (the classic webhook bug, since Stripe delivers at least once), exactly once for
+//! `idempotent`. The domain — orders and their
 //! fenced state machine, key records, locks, the provider gateway, the reconciler, the
 //! webhook signature — is plain Rust. [`serve`] and [`RunningMerchant`] (`server`) run
 //! one; the idempotent strategy stores its state in memory by default, or in PostgreSQL
 //! with its lock in Redis when given their URLs.
 //!
 //! The modules form layers, and none uses a module of a layer above its own: plain
-//! values (`order`, `idempotency_record`, `clock`, `webhook`); the checkout contract
+//! values (`order`, `idempotency_record`, `clock`, `checkout_flow`, `webhook`); the checkout contract
 //! (`checkout`); the ports to storage, locks and the provider (`store`, `lock`, `gateway`)
 //! and their adapters (`memory_store`, `postgres_store`, `redis_lock`, `stripe_gateway`);
 //! the rules built on them (`fencing`, `reconciler`, `order_book`); the strategies
@@ -23,6 +25,7 @@
 //! re-exports.
 
 pub mod checkout;
+pub mod checkout_flow;
 pub mod clock;
 pub mod config;
 pub mod error;

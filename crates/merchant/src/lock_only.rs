@@ -82,10 +82,15 @@ impl CheckoutService for LockOnly {
     /// Ships on every delivery: a redelivered event, or the second charge of a double
     /// charge, ships the order again.
     async fn fulfill(&self, event: &PaymentSucceeded) -> Result<Fulfillment, StoreError> {
-        Ok(match self.book.fulfill(&event.order_id, self.clock.now_ms()) {
-            Some(fulfillments) => Fulfillment::Fulfilled { fulfillments },
-            None => Fulfillment::UnknownOrder,
-        })
+        Ok(
+            match self
+                .book
+                .fulfill(&event.order_id, &event.payment_intent, self.clock.now_ms())
+            {
+                Some(fulfillments) => Fulfillment::Fulfilled { fulfillments },
+                None => Fulfillment::UnknownOrder,
+            },
+        )
     }
 
     async fn health(&self) -> Health {

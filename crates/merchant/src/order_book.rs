@@ -6,8 +6,9 @@
 //! calls were made, and the last outcome — once an order has been paid it stays paid,
 //! showing the latest payment intent, so repeated charges are visible as `attempts`.
 //! An order is in the book from the moment its first charge starts (a webhook can
-//! overtake the charge's answer), and [`OrderBook::fulfil`] counts every
-//! `payment_intent.succeeded` delivery as a fulfilment: the classic webhook bug.
+//! overtake the charge's answer), and [`OrderBook::fulfill`] counts every word that it
+//! is paid (each webhook delivery, each visit to the success page) as a fulfilment: the
+//! classic webhook bug. That word also marks an order paid in the browser as paid.
 
 use std::collections::HashMap;
 
@@ -15,7 +16,7 @@ use parking_lot::Mutex;
 
 use super::checkout::CheckoutRequest;
 use super::gateway::ChargeOutcome;
-use super::order::{Order, OrderId, OrderStatus};
+use super::order::{Order, OrderId, OrderStatus, PaymentIntentId};
 
 #[derive(Default)]
 pub struct OrderBook {
@@ -48,10 +49,17 @@ impl OrderBook {
 
     /// Ships the order again, on every delivery, whatever happened before (the bug these
     /// merchants exist to show); `None` for an order not in the book.
-    pub fn fulfill(&self, id: &OrderId, now_ms: i64) -> Option<u32> {
+    pub fn fulfill(&self, id: &OrderId, payment_intent: &PaymentIntentId, now_ms: i64) -> Option<u32> {
         let mut orders = self.orders.lock();
         let order = orders.get_mut(id)?;
         order.fulfillments = order.fulfillments.saturating_add(1);
+        // The provider's word that the money moved: an order paid in the customer's
+        // browser (an intent or a session) reads paid from now on.
+        if order.status != OrderStatus::Paid {
+            order.status = OrderStatus::Paid;
+            order.payment_intent = Some(payment_intent.clone());
+            order.last_error = None;
+        }
         order.updated_ms = now_ms;
         Some(order.fulfillments)
     }
@@ -136,12 +144,17 @@ mod tests {
             br#"{"order_id":"o1","amount":2000,"currency":"usd","payment_method":"pm_card_visa"}"#,
         )
         .unwrap();
-        assert_eq!(book.fulfill(&req.order_id, 1), None);
+        let pi = PaymentIntentId::new("pi_b");
+        assert_eq!(book.fulfill(&req.order_id, &pi, 1), None);
         book.open(&req, 1);
         assert_eq!(book.get(&req.order_id).unwrap().status, OrderStatus::Pending);
-        assert_eq!(book.fulfill(&req.order_id, 2), Some(1));
-        assert_eq!(book.fulfill(&req.order_id, 3), Some(2));
+        assert_eq!(book.fulfill(&req.order_id, &pi, 2), Some(1));
+        assert_eq!(book.fulfill(&req.order_id, &PaymentIntentId::new("pi_c"), 3), Some(2));
         book.open(&req, 4);
-        assert_eq!(book.get(&req.order_id).unwrap().fulfillments, 2);
+        let order = book.get(&req.order_id).unwrap();
+        assert_eq!(order.fulfillments, 2);
+        // Paid in the browser: the book reads paid, with the first intent that said so.
+        assert_eq!(order.status, OrderStatus::Paid);
+        assert_eq!(order.payment_intent, Some(pi));
     }
 }

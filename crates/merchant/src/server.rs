@@ -125,6 +125,7 @@ impl Merchant {
                 self.config.webhook_tolerance,
                 self.config.clock.clone(),
                 self.service.clone(),
+                self.config.flow,
             ))
         });
         let storefront = Arc::new(Storefront::new(
@@ -135,6 +136,7 @@ impl Merchant {
                 .as_deref()
                 .unwrap_or(&self.config.provider_url),
             &self.config.publishable_key,
+            self.config.flow,
         ));
         let app = http::router(self.service, webhooks, Some(storefront));
         let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::gateway::{
     ChargeOutcome, ChargeRequest, Completion, FoundPayment, Gateway, GatewayError, OpenPayment, OpenedPayment,
+    SessionState,
 };
 use super::order::{OrderId, PaymentIntentId};
 use fauxpay_error_chain::error_chain;
@@ -136,6 +137,29 @@ impl Gateway for StripeGateway {
             id: text("id").ok_or_else(|| GatewayError("the answer has no id".into()))?,
             client_secret: text("client_secret"),
             url: text("url"),
+        })
+    }
+
+    async fn checkout_session(&self, id: &str) -> Result<SessionState, GatewayError> {
+        // A session id is `cs_` and letters, digits or underscores (checked by the caller,
+        // so it is safe in the path).
+        let resp = self
+            .http
+            .get(format!("{}/v1/checkout/sessions/{id}", self.base))
+            .bearer_auth(&self.api_key)
+            .send()
+            .await;
+        let body = success_json(resp, "session").await?;
+        let pi = match &body["payment_intent"] {
+            Value::String(id) => Some(id.as_str()),
+            pi => pi["id"].as_str(),
+        };
+        Ok(SessionState {
+            order_id: body["metadata"]["order_id"]
+                .as_str()
+                .and_then(|o| OrderId::parse(o).ok()),
+            payment_intent: pi.map(PaymentIntentId::new),
+            paid: body["payment_status"] == "paid",
         })
     }
 

@@ -23,8 +23,8 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 /// How old a signature's timestamp may be (Stripe's libraries' default).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// The event type a merchant fulfils on.
-pub const PAYMENT_SUCCEEDED: &str = "payment_intent.succeeded";
+/// The event type a merchant fulfils on (in the server-confirm and payment-element flows).
+pub const PAYMENT_SUCCEEDED: &str = super::checkout_flow::PAYMENT_INTENT_SUCCEEDED;
 
 /// An endpoint's signing secret, `whsec_…`. Never printed: `Debug` shows only the prefix.
 #[derive(Clone, PartialEq, Eq)]
@@ -203,6 +203,10 @@ pub struct Event {
     pub object_id: Option<String>,
     /// `data.object.metadata.order_id`, when it is a valid order id.
     pub order_id: Option<OrderId>,
+    /// A Checkout Session's `payment_intent` (its id).
+    pub payment_intent: Option<String>,
+    /// A Checkout Session's `payment_status` (`paid`, `unpaid`, …).
+    pub payment_status: Option<String>,
 }
 
 /// A processed event, as the idempotent merchant stores it (its id under a unique
@@ -251,10 +255,14 @@ impl Fulfillment {
     }
 }
 
-/// A `payment_intent.succeeded` event for one of the merchant's orders.
+/// The word that one of the merchant's orders is paid: a `payment_intent.succeeded` or
+/// `checkout.session.completed` event, or the customer back on the success page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentSucceeded {
+    /// The event's id (the success page's: `success_page:` and the session's id).
     pub event_id: EventId,
+    /// The event's type, or `success_page`.
+    pub kind: String,
     pub order_id: OrderId,
     pub payment_intent: PaymentIntentId,
 }
@@ -282,6 +290,11 @@ impl Event {
             id: Option<String>,
             #[serde(default)]
             metadata: Option<std::collections::HashMap<String, serde_json::Value>>,
+            /// A Checkout Session's intent: its id, or the object when expanded.
+            #[serde(default)]
+            payment_intent: Option<serde_json::Value>,
+            #[serde(default)]
+            payment_status: Option<String>,
         }
         let raw: Raw = serde_json::from_slice(body)
             .map_err(|e| BadValue(format!("the body must be a Stripe event (with `id` and `type`): {e}")))?;
@@ -292,23 +305,48 @@ impl Event {
             .and_then(|m| m.get("order_id"))
             .and_then(|v| v.as_str())
             .and_then(|s| OrderId::parse(s).ok());
+        let payment_intent = object.as_ref().and_then(|o| match &o.payment_intent {
+            Some(serde_json::Value::String(id)) => Some(id.clone()),
+            Some(pi) => pi["id"].as_str().map(str::to_string),
+            None => None,
+        });
+        let payment_status = object.as_ref().and_then(|o| o.payment_status.clone());
         Ok(Self {
             id: EventId::parse(&raw.id)?,
             kind: raw.kind.into_owned(),
             object_id: object.and_then(|o| o.id),
             order_id,
+            payment_intent,
+            payment_status,
         })
     }
 
     /// The event as a payment to fulfil, when it is a `payment_intent.succeeded` naming an order.
     pub fn payment_succeeded(&self) -> Option<PaymentSucceeded> {
-        if self.kind != PAYMENT_SUCCEEDED {
+        self.paid(PAYMENT_SUCCEEDED)
+    }
+
+    /// The order this event says is paid, when it is an event of type `on` that says so:
+    /// a `payment_intent.succeeded`, or a `checkout.session.completed` whose
+    /// `payment_status` is `paid` (a delayed payment method completes it unpaid).
+    pub fn paid(&self, on: &str) -> Option<PaymentSucceeded> {
+        if self.kind != on {
             return None;
         }
+        let payment_intent = match on {
+            super::checkout_flow::CHECKOUT_SESSION_COMPLETED => {
+                if self.payment_status.as_deref() != Some("paid") {
+                    return None;
+                }
+                self.payment_intent.clone()?
+            }
+            _ => self.object_id.clone()?,
+        };
         Some(PaymentSucceeded {
             event_id: self.id.clone(),
+            kind: self.kind.clone(),
             order_id: self.order_id.clone()?,
-            payment_intent: PaymentIntentId::new(self.object_id.clone()?),
+            payment_intent: PaymentIntentId::new(payment_intent),
         })
     }
 }
@@ -376,6 +414,27 @@ mod tests {
         assert_eq!(v(Some(&moved), body, now), Err(SignatureError::Mismatch));
         let many = format!("t={now}") + &format!(",v1={}", "1".repeat(64)).repeat(9);
         assert_eq!(v(Some(&many), body, now), Err(SignatureError::Malformed));
+    }
+
+    #[test]
+    fn a_completed_session_says_its_order_is_paid_only_when_it_is() {
+        let session = |status: &str| {
+            Event::from_json(
+                format!(
+                    r#"{{"id":"evt_9","type":"checkout.session.completed","data":{{"object":{{"id":"cs_1","object":"checkout.session","payment_status":"{status}","payment_intent":"pi_7","metadata":{{"order_id":"o-2"}}}}}}}}"#
+                )
+                .as_bytes(),
+            )
+            .unwrap()
+        };
+        let on = crate::checkout_flow::CHECKOUT_SESSION_COMPLETED;
+        let paid = session("paid").paid(on).unwrap();
+        assert_eq!(paid.order_id.as_str(), "o-2");
+        assert_eq!(paid.payment_intent.as_str(), "pi_7");
+        assert_eq!(paid.kind, on);
+        assert_eq!(session("unpaid").paid(on), None);
+        // Not what this flow fulfils on.
+        assert_eq!(session("paid").paid(PAYMENT_SUCCEEDED), None);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! [`WebhookReceiver::receive`] is what `POST /webhooks/stripe` runs, free of HTTP: it
 //! verifies the `Stripe-Signature` against the configured secret (400 on a missing,
 //! forged or stale one, before the body is even read as JSON), reads the event, and hands
-//! a `payment_intent.succeeded` for a known order to the strategy's
-//! [`CheckoutService::fulfil`]. Every other event type, and events for orders the merchant
-//! does not know, are acknowledged with a 200 and ignored (Stripe retries anything else).
+//! the event its checkout flow fulfils on (`payment_intent.succeeded`, or a paid
+//! `checkout.session.completed` in the checkout-session flow) for a known order to the
+//! strategy's [`CheckoutService::fulfil`]. Every other event type, and events for orders
+//! the merchant does not know, are acknowledged with a 200 and ignored (Stripe retries
+//! anything else).
 //! A store failure is a 503, so the provider delivers the event again later.
 
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::checkout_flow::CheckoutFlow;
 use super::clock::SharedClock;
 use super::strategy::CheckoutService;
 use super::webhook::{verify, Event, WebhookSecret};
@@ -49,6 +52,7 @@ pub struct WebhookReceiver {
     tolerance: Duration,
     clock: SharedClock,
     service: Arc<dyn CheckoutService>,
+    flow: CheckoutFlow,
 }
 
 impl WebhookReceiver {
@@ -57,12 +61,14 @@ impl WebhookReceiver {
         tolerance: Duration,
         clock: SharedClock,
         service: Arc<dyn CheckoutService>,
+        flow: CheckoutFlow,
     ) -> Self {
         Self {
             secret,
             tolerance,
             clock,
             service,
+            flow,
         }
     }
 
@@ -78,11 +84,12 @@ impl WebhookReceiver {
             Ok(event) => event,
             Err(e) => return WebhookReply::error(400, "invalid_event", e.0),
         };
-        let Some(payment) = event.payment_succeeded() else {
-            let why = if event.kind == super::webhook::PAYMENT_SUCCEEDED {
-                "the payment intent names no valid metadata.order_id"
+        let on = self.flow.fulfils_on();
+        let Some(payment) = event.paid(on) else {
+            let why = if event.kind == on {
+                format!("the {} names no valid metadata.order_id, or is not paid", event.kind)
             } else {
-                "the merchant acts only on payment_intent.succeeded"
+                format!("the merchant ({} flow) acts only on {on}", self.flow)
             };
             return WebhookReply::ok(json!({
                 "received": true, "event": event.id, "type": event.kind, "result": "ignored", "message": why,

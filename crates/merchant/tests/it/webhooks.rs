@@ -302,3 +302,125 @@ async fn without_a_secret_the_route_says_how_to_turn_it_on() {
     m.shutdown().await;
     let _ = provider.shutdown().await;
 }
+
+/// A `checkout.session.completed` event as Stripe shapes it (the fields that matter).
+fn session_completed(event_id: &str, session: &Value) -> String {
+    json!({
+        "id": event_id,
+        "object": "event",
+        "type": "checkout.session.completed",
+        "data": {"object": session},
+    })
+    .to_string()
+}
+
+/// The checkout-session flow (`--flow checkout-session`): the storefront API opens a
+/// Checkout Session for the order a load test names; the customer pays on the provider's
+/// page and comes back to `GET /checkout/success`, which fulfils a paid session, as does
+/// its `checkout.session.completed` (and not `payment_intent.succeeded`, in this flow).
+/// Naive ships on each, idempotent once; in the default flow the success page only
+/// redirects.
+#[tokio::test]
+async fn in_the_checkout_session_flow_the_success_page_and_the_completed_session_fulfil() {
+    use fauxpay_merchant::checkout_flow::CheckoutFlow;
+    let provider = provider("happy").await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for (strategy, flow, shipped) in [
+        (Strategy::Naive, CheckoutFlow::CheckoutSession, [1, 2, 3]),
+        (Strategy::Idempotent, CheckoutFlow::CheckoutSession, [1, 1, 1]),
+        (Strategy::Naive, CheckoutFlow::ServerConfirm, [0, 0, 0]),
+    ] {
+        let m = merchant(strategy, &provider.url(), &Backend::Memory, |c| {
+            c.webhook_secret = Some(WebhookSecret::parse(SECRET).unwrap());
+            c.flow = flow;
+        })
+        .await;
+        let order = format!("cs-{}-{}", strategy.as_str(), flow.as_str());
+        // A load test's order, amount and currency.
+        let opened = client
+            .post(format!("{}/api/checkout-sessions", m.url()))
+            .json(&json!({"order_id": order, "amount": 1500, "currency": "eur"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(opened.status(), 200);
+        let opened: Value = opened.json().await.unwrap();
+        assert_eq!(opened["order"], order.as_str());
+        let id = opened["id"].as_str().unwrap().to_string();
+        let (_, row) = order_of(&client, &m, &order).await;
+        assert_eq!(row["amount"], 1500, "{row}");
+        // The customer pays on the Checkout page.
+        let paid: Value = client
+            .post(format!("{}/__fauxpay/checkout/sessions/{id}/pay", provider.url()))
+            .form(&[("payment_method", "pm_card_visa"), ("email", "jenny@example.com")])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(paid["payment_status"], "paid", "{paid}");
+        // Back on the shop, twice (a reload), then the session's webhook.
+        for expected in &shipped[..2] {
+            let back = client
+                .get(format!("{}/checkout/success?session_id={id}", m.url()))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(back.status(), 303);
+            assert_eq!(
+                back.headers()["location"].to_str().unwrap(),
+                format!("/done.html?session_id={id}&order={order}")
+            );
+            assert_eq!(fulfillments(&client, &m, &order).await, *expected, "{order}");
+        }
+        let session: Value = client
+            .get(format!("{}/v1/checkout/sessions/{id}", provider.url()))
+            .bearer_auth("sk_test_fauxpay_merchant")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let (status, answer) = signed(&client, &m, &session_completed("evt_cs_done", &session)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(fulfillments(&client, &m, &order).await, shipped[2], "{order}: {answer}");
+        if flow == CheckoutFlow::CheckoutSession {
+            // Its payment_intent.succeeded is not what this flow fulfils on.
+            let pi = session["payment_intent"].as_str().unwrap();
+            let (_, answer) = signed(&client, &m, &succeeded("evt_pi_done", pi, &order)).await;
+            assert_eq!(answer["result"], "ignored", "{answer}");
+            assert_eq!(fulfillments(&client, &m, &order).await, shipped[2]);
+            let (_, row) = order_of(&client, &m, &order).await;
+            assert_eq!(row["status"], "paid", "{row}");
+        }
+        // Mistakes name their field.
+        for (body, param) in [
+            (json!({"order_id": "no spaces"}), "order_id"),
+            (json!({"order_id": "o-x", "amount": -1}), "amount"),
+        ] {
+            let bad = client
+                .post(format!("{}/api/checkout-sessions", m.url()))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(bad.status(), 400);
+            let bad: Value = bad.json().await.unwrap();
+            assert_eq!(bad["param"], param, "{bad}");
+        }
+        let bad = client
+            .get(format!("{}/checkout/success?session_id=pi_1", m.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        assert_eq!(bad.json::<Value>().await.unwrap()["param"], "session_id");
+        m.shutdown().await;
+    }
+    let _ = provider.shutdown().await;
+}
