@@ -31,9 +31,11 @@ use fauxpay_provider::{Config, RunningProvider};
 /// The demo's settings (the flags of `fauxpay demo`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Fault profile of the provider: a bundled name or a TOML file.
-    #[arg(long, default_value = "flaky-network")]
-    pub profile: String,
+    /// Fault profile of the provider: a bundled name or a TOML file (default:
+    /// flaky-network; duplicate-webhooks with --flow payment-element, where nothing can
+    /// be charged twice and a duplicated delivery is what ships an order twice).
+    #[arg(long)]
+    pub profile: Option<String>,
     /// Concurrent clients per merchant.
     #[arg(long, default_value_t = 10)]
     pub users: usize,
@@ -196,6 +198,16 @@ impl DemoOutcome {
     }
 }
 
+/// The demo's profile for `flow` when none is given: request faults (lost answers, resets)
+/// for a server's confirm and a Checkout page's pay; duplicated deliveries for the Payment
+/// Element, whose browser confirm cannot charge twice.
+pub fn default_profile(flow: CheckoutFlow) -> &'static str {
+    match flow {
+        CheckoutFlow::PaymentElement => "duplicate-webhooks",
+        CheckoutFlow::ServerConfirm | CheckoutFlow::CheckoutSession => "flaky-network",
+    }
+}
+
 /// The profile's text, for the dashboard's profile page.
 fn profile_text(name_or_path: &str) -> String {
     match faults::bundled::text(name_or_path) {
@@ -209,7 +221,11 @@ pub const DEMO_WEBHOOK_SECRET: &str = "whsec_fauxpay_demo";
 
 /// Runs the demo end to end.
 pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
-    let profile = faults::bundled::load(&args.profile).map_err(|e| DemoError::Profile(e.lines().join("; ")))?;
+    let profile_arg = args
+        .profile
+        .clone()
+        .unwrap_or_else(|| default_profile(args.flow).to_string());
+    let profile = faults::bundled::load(&profile_arg).map_err(|e| DemoError::Profile(e.lines().join("; ")))?;
     let profile_name = profile.name.clone();
     let local: SocketAddr = "127.0.0.1:0".parse().expect("valid address");
     // The merchants' ports first: the provider's webhook endpoints name them.
@@ -227,7 +243,7 @@ pub async fn run(args: DemoArgs) -> Result<DemoOutcome, DemoError> {
     let provider = RunningProvider::start(
         Config {
             profile,
-            profile_source: profile_text(&args.profile),
+            profile_source: profile_text(&profile_arg),
             // Every event goes to each merchant, signed with the demo's one secret.
             webhooks: webhook_urls
                 .iter()

@@ -117,48 +117,61 @@ fn the_demo_catches_the_buggy_merchants_and_passes_the_idempotent_one() {
     std::fs::remove_dir_all(&out).ok();
 }
 
-/// `fauxpay demo --flow checkout-session`: customers pay on the Checkout page with Stripe's
-/// test cards and come back to the success page. Nothing is charged twice (the browser
-/// pays once), but naive and lock-only ship every paid order twice (its
-/// `checkout.session.completed` and the success page), exactly as often as their own
-/// order rows say, and idempotent once: the kit catches them, exit 0.
+/// `fauxpay demo --flow checkout-session` and `--flow payment-element`: customers pay in
+/// the browser with Stripe's test cards (on the Checkout page and back to the success
+/// page; or confirming the Payment Element's intent). Nothing is charged twice (the
+/// browser pays once), but naive and lock-only ship every paid order twice (a Checkout
+/// Session's `checkout.session.completed` and its success page; the Payment Element's
+/// `payment_intent.succeeded` delivered twice under its default `duplicate-webhooks`
+/// profile), and idempotent once: the kit catches them, exit 0.
 #[test]
-fn the_checkout_session_demo_catches_double_fulfilments() {
-    let out = std::env::temp_dir().join(format!("fauxpay-demo-cs-{}", std::process::id()));
-    let run = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
-        .args(["demo", "--flow", "checkout-session", "--profile", "happy"])
-        .args(["--users", "3", "--payments", "6", "--keep-serving", "no", "--out"])
-        .arg(&out)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert_eq!(
-        run.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert!(stdout.contains("(checkout-session flow)"), "{stdout}");
-    for merchant in ["naive", "lock-only", "idempotent"] {
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join(merchant).join("report.json")).unwrap()).unwrap();
-        let a = &report["anomalies"];
-        assert_eq!(a["double_charges"]["count"], 0, "{merchant}");
-        assert_eq!(a["lost"]["count"], 0, "{merchant}");
-        assert_eq!(report["fulfillment"]["checked"], true, "{merchant}");
-        let paid = report["outcomes"]["ok"].as_u64().unwrap();
-        assert!(paid >= 6, "{merchant}: Stripe's test cards pay about half: {paid}");
-        let twice = a["double_fulfillments"]["count"].as_u64().unwrap();
-        let expected = if merchant == "idempotent" { 0 } else { paid };
-        assert_eq!(twice, expected, "{merchant}\n{stdout}");
-        let row = stdout.lines().rev().find(|l| l.starts_with(merchant)).unwrap();
-        let verdict = if merchant == "idempotent" {
-            "clean, as it must be"
-        } else {
-            "fulfils twice, as expected"
-        };
-        assert!(row.contains(verdict), "{row}");
+fn the_browser_flow_demos_catch_double_fulfilments() {
+    for (flow, profile) in [("checkout-session", Some("happy")), ("payment-element", None)] {
+        let out = std::env::temp_dir().join(format!("fauxpay-demo-{flow}-{}", std::process::id()));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fauxpay"));
+        cmd.args(["demo", "--flow", flow])
+            .args(["--users", "3", "--payments", "6", "--keep-serving", "no", "--out"])
+            .arg(&out)
+            .env_remove("RUST_LOG");
+        if let Some(p) = profile {
+            cmd.args(["--profile", p]);
+        }
+        let run = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{flow}: {stdout}\n{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(stdout.contains(&format!("({flow} flow)")), "{stdout}");
+        if profile.is_none() {
+            assert!(stdout.contains("`duplicate-webhooks` fault profile"), "{stdout}");
+        }
+        for merchant in ["naive", "lock-only", "idempotent"] {
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(out.join(merchant).join("report.json")).unwrap())
+                    .unwrap();
+            let a = &report["anomalies"];
+            assert_eq!(a["double_charges"]["count"], 0, "{flow} {merchant}");
+            assert_eq!(a["lost"]["count"], 0, "{flow} {merchant}");
+            assert_eq!(report["fulfillment"]["checked"], true, "{flow} {merchant}");
+            let paid = report["outcomes"]["ok"].as_u64().unwrap();
+            assert!(
+                paid >= 6,
+                "{flow} {merchant}: Stripe's test cards pay about half: {paid}"
+            );
+            let twice = a["double_fulfillments"]["count"].as_u64().unwrap();
+            let expected = if merchant == "idempotent" { 0 } else { paid };
+            assert_eq!(twice, expected, "{flow} {merchant}\n{stdout}");
+            let row = stdout.lines().rev().find(|l| l.starts_with(merchant)).unwrap();
+            let verdict = if merchant == "idempotent" {
+                "clean, as it must be"
+            } else {
+                "fulfils twice, as expected"
+            };
+            assert!(row.contains(verdict), "{row}");
+        }
+        std::fs::remove_dir_all(&out).ok();
     }
-    std::fs::remove_dir_all(&out).ok();
 }

@@ -79,6 +79,15 @@ fn stripe_args<'a>(url: &'a str, mix: &'a str, run_id: &'a str) -> Vec<&'a str> 
     ]
 }
 
+/// `args` without each of `flags` and its value.
+fn without<'a>(mut args: Vec<&'a str>, flags: &[&str]) -> Vec<&'a str> {
+    for flag in flags {
+        let at = args.iter().position(|a| a == flag).expect("the flag is there");
+        args.drain(at..at + 2);
+    }
+    args
+}
+
 #[tokio::test]
 async fn retry_new_key_double_charges_exactly_as_the_ledger_says() {
     let h = provider("lost-responses").await;
@@ -425,11 +434,10 @@ ok = { object = "list" }
     for users in ["1", "6"] {
         let h = provider("happy").await;
         let url = h.provider.url();
-        let mut args = stripe_args(&url, "retry-same-key=1", "scen");
-        let at = args.iter().position(|a| *a == "--template").unwrap();
-        args.drain(at..at + 2);
-        let at = args.iter().position(|a| *a == "--users").unwrap();
-        args.drain(at..at + 4);
+        let mut args = without(
+            stripe_args(&url, "retry-same-key=1", "scen"),
+            &["--template", "--users", "--iterations"],
+        );
         let iterations = if users == "1" { "60" } else { "10" };
         args.extend([
             "--scenario",
@@ -444,6 +452,8 @@ ok = { object = "list" }
             "p99(browse) < 30s",
             "--gate",
             "p95(stripe) < 30s",
+            "--gate",
+            "error_rate(browse) < 1%",
         ]);
         let run = load(&format!("scenario-{users}"), &args).await;
         assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -470,6 +480,10 @@ ok = { object = "list" }
         );
         let html = std::fs::read_to_string(run.out.join("report.html")).unwrap();
         assert!(html.contains("<h2>Scenarios</h2>"), "report.html has the scenarios");
+        assert!(
+            html.contains(&format!("--scenario {scenarios} --mix")),
+            "report.html's command reproduces the scenarios"
+        );
         let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
         assert!(md.contains("| stripe (pays) | 3 |"), "{md}");
         assert!(md.contains("| p99(browse) < 30s |"), "{md}");
@@ -507,19 +521,26 @@ ok = { object = "list" }
         ),
         ("stripe=0".to_string(), "a whole weight"),
     ];
+    let mut args = without(stripe_args(&url, "retry-same-key=1", "scen-bad"), &["--template"]);
+    args.extend(["--scenario", &scenarios, "--gate", "error_rate(catalogue) < 1%"]);
+    let run = load("scenario-bad-gate", &args).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("the name of one of the scenarios stripe, browse, got 'catalogue'"),
+        "{}",
+        run.stderr
+    );
     for (spec, says) in cases {
-        let mut args = stripe_args(&url, "retry-same-key=1", "scen-bad");
-        let at = args.iter().position(|a| *a == "--template").unwrap();
-        args.drain(at..at + 2);
+        let mut args = without(stripe_args(&url, "retry-same-key=1", "scen-bad"), &["--template"]);
         args.extend(["--scenario", &spec]);
         let run = load("scenario-bad", &args).await;
         assert_eq!(run.code, 2, "{spec}: {}", run.stderr);
         assert!(run.stderr.contains(says), "{spec}: {}", run.stderr);
     }
     // A browse flow alone as --template: it pays nothing, and says where it belongs.
-    let mut args = stripe_args(&url, "retry-same-key=1", "scen-bad");
-    let at = args.iter().position(|a| *a == "--template").unwrap();
-    args[at + 1] = &browse_path;
+    let mut args = without(stripe_args(&url, "retry-same-key=1", "scen-bad"), &["--template"]);
+    args.extend(["--template", &browse_path]);
     let run = load("scenario-alone", &args).await;
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("runs only as a --scenario"), "{}", run.stderr);

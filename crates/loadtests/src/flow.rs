@@ -2,8 +2,9 @@
 //! payment (a cart, the checkout, the customer's browser steps at the provider, a poll of
 //! the order), with values captured from one step's answer and used by later ones.
 //!
-//! A [`Flow`] is compiled from the template's TOML once (`crate::steps`). Exactly one step is the
-//! **payment step**: it is the template's request, sent by [`crate::client::run_checkout`]
+//! A [`Flow`] is compiled from the template's TOML once (`crate::steps`). One step is the
+//! **payment step** (a flow without one only browses: a `--scenario` beside one that
+//! pays, run by [`run_browse`]): it is the template's request, sent by [`crate::client::run_checkout`]
 //! with the idempotency key, the `--mix` behaviour and the backoff, exactly as a
 //! one-request template is. The other steps are sent once each (a `POST /cart` retried
 //! would make another cart; retries belong on the payment step, where a key makes them
@@ -57,8 +58,8 @@ pub fn capture(captures: &[Capture], headers: &reqwest::header::HeaderMap, body:
 }
 
 /// What a browse flow's run (a scenario without a payment step) keeps: whether it went
-/// through (every step answered, and its `[outcome]` rules, if any, said ok), how long it
-/// took, and its steps.
+/// through (every step that ran answered 2xx, its `[outcome]` `ok` rule holds where
+/// written and its `fail` rule does not), how long it took, and its steps.
 #[derive(Debug, Clone)]
 pub struct BrowseRecord {
     pub ok: bool,
@@ -146,8 +147,16 @@ pub async fn run_browse<T: Transport>(
     run_started: Instant,
 ) -> BrowseRecord {
     let walk = walk(transport, None, flow, checkout, policy, rng, run_started).await;
+    // Every step that ran answered 2xx at last (a poll that timed out without one did
+    // not), and the rules, where written, agree.
+    let answered = walk
+        .steps
+        .iter()
+        .all(|s| s.status.is_some_and(|c| (200..300).contains(&c)));
+    let ok_rule = flow.ok.as_ref().is_none_or(|c| c.holds(&walk.captures));
+    let fail_rule = flow.fail.as_ref().is_some_and(|c| c.holds(&walk.captures));
     BrowseRecord {
-        ok: !walk.ended_early && walk.judged(flow) == Outcome::Ok,
+        ok: !walk.ended_early && answered && ok_rule && !fail_rule,
         e2e_us: walk.e2e_us,
         steps: walk.steps,
     }

@@ -175,6 +175,7 @@ mod tests {
         Report::new(
             Measured {
                 run: RunInfo {
+                    scenario: None,
                     run_id: run_id.into(),
                     target: "http://t".into(),
                     provider: "http://p".into(),

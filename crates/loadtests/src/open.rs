@@ -85,13 +85,16 @@ impl Dispatcher {
         self.rx.recv_async().await.ok()
     }
 
-    /// A user finished the checkout `start` at `end`.
-    pub fn finished(&self, start: &Start, end: Instant) {
-        let us = end.saturating_duration_since(start.intended).as_micros() as u64;
-        self.intended_latency
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(us);
+    /// A user finished the iteration `start` at `end`; `paid`: it was a checkout (its
+    /// latency from the intended start counts), not a `--scenario` that only browses.
+    pub fn finished(&self, start: &Start, end: Instant, paid: bool) {
+        if paid {
+            let us = end.saturating_duration_since(start.intended).as_micros() as u64;
+            self.intended_latency
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .record(us);
+        }
         let t0 = *self.t0.get().unwrap_or(&start.intended);
         let sec = end.saturating_duration_since(t0).as_secs() as usize;
         self.second(sec, |s| s.completed += 1);
@@ -358,7 +361,7 @@ mod tests {
                     let mut done = Vec::new();
                     while let Some(start) = d.next().await {
                         let _ = release_rx.recv_async().await;
-                        d.finished(&start, Instant::now());
+                        d.finished(&start, Instant::now(), true);
                         done.push(start.index);
                     }
                     done

@@ -31,6 +31,9 @@ pub struct RunInfo {
     pub target: String,
     pub provider: String,
     pub template: String,
+    /// `--scenario` as written, when the run had scenarios (`template` then names them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
     pub mix: String,
     /// The seed of the run's random choices (behaviours, amounts, jitter).
     pub seed: u64,
@@ -296,6 +299,11 @@ impl crate::slo::Measures for Report {
     fn outcomes(&self) -> (u64, u64) {
         let o = &self.outcomes;
         (o.ok, o.fail + o.info)
+    }
+
+    fn scenario_outcomes(&self, name: &str) -> Option<(u64, u64)> {
+        let s = self.latency.scenarios.iter().find(|s| s.name == name)?;
+        Some((s.ok, s.runs.saturating_sub(s.ok)))
     }
 
     fn rate(&self) -> Option<f64> {
@@ -944,6 +952,7 @@ mod tests {
         Report::new(
             Measured {
                 run: RunInfo {
+                    scenario: None,
                     run_id: run_id.into(),
                     target: "http://127.0.0.1:1".into(),
                     provider: "http://127.0.0.1:2".into(),

@@ -315,7 +315,8 @@ pub fn render(report: &Report) -> String {
                 }
                 @if let Some(r) = report.runs.first() {
                     p { "Reproduce (same seed, same choices):" }
-                    pre { "fauxpay load --target " (r.target) " --provider " (r.provider) " --template " (r.template)
+                    pre { "fauxpay load --target " (r.target) " --provider " (r.provider)
+                          @match &r.scenario { Some(s) => { " --scenario " (s) } None => { " --template " (r.template) } }
                           " --mix " (r.mix) " --seed " (r.seed) " --run-id " (r.run_id) "-again" }
                 }
                 h2 { "Over time" }

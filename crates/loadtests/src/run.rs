@@ -58,7 +58,14 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         max_double_fulfillments: None,
         max_missed_fulfillments: None,
         max_unexpected_charges: None,
-        slo: slo_gates(&args.gate, &measured_names(flow.as_ref(), scenarios.as_ref()))?,
+        slo: slo_gates(
+            &args.gate,
+            &measured_names(flow.as_ref(), scenarios.as_ref()),
+            &scenarios
+                .iter()
+                .flat_map(|s| s.list.iter().map(|s| s.name.clone()))
+                .collect::<Vec<_>>(),
+        )?,
     };
     let mut thresholds = thresholds;
     if columns.iter().any(|c| c == "expect") {
@@ -104,7 +111,12 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         let payments = match (open.is_some(), goose_config.run_time.is_some(), goose_config.iterations) {
             (false, false, Some(i)) => Some(i as u64 * goose_config.users.unwrap_or(1).max(1) as u64),
             _ => None,
-        };
+        }
+        // With --scenario, the iterations that pay (browse runs may take a row again).
+        .map(|iterations| match &scenarios {
+            Some(s) => s.paying_among(seed, iterations),
+            None => iterations,
+        });
         if payments.is_none_or(|p| p > data.rows() as u64) {
             return Err(ConfigError::flag(
                 "--data-order once",
@@ -280,10 +292,13 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
                 run_id,
                 target,
                 provider,
+                // As given (a bundled name or a file's path), so the report's command
+                // reproduces it.
                 template: match &state.setup.scenarios {
                     Some(s) => s.describe(),
-                    None => state.setup.template.name.clone(),
+                    None => args.template.clone(),
                 },
+                scenario: (!args.scenario.is_empty()).then(|| args.scenario.join(",")),
                 mix: mix.to_string(),
                 seed,
                 started_ms,
@@ -589,8 +604,8 @@ fn plan(
     for w in &weighted {
         let loaded = Plan::load_scenario(&w.template, columns)?;
         let name = loaded.name().to_string();
-        for (what, n) in
-            std::iter::once(("scenario", name.as_str())).chain(loaded.step_names().into_iter().map(|n| ("step", n)))
+        let steps: Vec<String> = loaded.step_names().iter().map(|s| s.to_string()).collect();
+        for (what, n) in std::iter::once(("scenario", name.as_str())).chain(steps.iter().map(|n| ("step", n.as_str())))
         {
             let taken = ["payment", "attempt"].contains(&n).then(|| "--gate's own".to_string());
             if let Some(by) = taken.or_else(|| names.iter().find(|(m, _)| m == n).map(|(_, by)| by.clone())) {
@@ -604,7 +619,6 @@ fn plan(
             }
             names.push((n.to_string(), format!("a name in {}", w.template)));
         }
-        let steps = loaded.step_names().iter().map(|s| s.to_string()).collect();
         let browse = match loaded {
             Loaded::Pays(plan) => {
                 if let Some((other, _)) = &paying {
@@ -654,7 +668,9 @@ fn measured_names(flow: Option<&crate::steps::Flow>, scenarios: Option<&crate::s
     names
 }
 
-fn slo_gates(gates: &[String], known: &[String]) -> Result<Vec<String>, LoadError> {
+/// The `--gate` expressions, each checked against what the run measures: `known`
+/// latencies, and `scenarios` for `error_rate(NAME)`.
+fn slo_gates(gates: &[String], known: &[String], scenarios: &[String]) -> Result<Vec<String>, LoadError> {
     gates
         .iter()
         .map(|text| {
@@ -666,6 +682,15 @@ fn slo_gates(gates: &[String], known: &[String]) -> Result<Vec<String>, LoadErro
                         format!("the latency of one of {}, got '{of}' in '{text}'", known.join(", ")),
                     )
                     .into());
+                }
+            }
+            if let Some(of) = slo.scenario() {
+                if !scenarios.iter().any(|k| k == of) {
+                    let known = match scenarios {
+                        [] => "a --scenario's name (this run has none)".to_string(),
+                        _ => format!("the name of one of the scenarios {}", scenarios.join(", ")),
+                    };
+                    return Err(ConfigError::flag("--gate", format!("{known}, got '{of}' in '{text}'")).into());
                 }
             }
             Ok(slo.text)

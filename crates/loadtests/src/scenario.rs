@@ -77,8 +77,9 @@ impl RunState {
         })
     }
 
-    /// The checkout for payment number `index`: a pure function of the seed and index.
-    pub fn checkout(&self, index: u64, rng: &mut StdRng) -> Checkout {
+    /// The checkout for payment number `index`, with the feeder's row `row` (in order:
+    /// the row's number, from 1): a pure function of the seed and both numbers.
+    pub fn checkout(&self, index: u64, row: u64, rng: &mut StdRng) -> Checkout {
         let behaviour = self.setup.mix.pick(rng.random::<f64>());
         let amount = if self.setup.amount.0 == self.setup.amount.1 {
             self.setup.amount.0
@@ -96,7 +97,7 @@ impl RunState {
             expect: None,
         };
         if let Some(data) = &self.setup.data {
-            let row = data.row(index, rng);
+            let row = data.row(row, rng);
             if let Some(pm) = data.payment_method(row) {
                 checkout.payment_method = pm.into();
             }
@@ -110,27 +111,34 @@ impl RunState {
         checkout
     }
 
-    /// One goose iteration: one logical payment, recorded.
+    /// One goose iteration: one logical payment (or a browse flow's run), recorded.
     pub async fn run_one<T: Transport>(&self, transport: &mut T) {
         let index = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         self.run_numbered(transport, index).await;
     }
 
-    /// Payment number `index`, recorded; returns when it ended.
-    pub async fn run_numbered<T: Transport>(&self, transport: &mut T, index: u64) -> Instant {
+    /// Iteration number `index` (a payment, or with `--scenario` perhaps a browse flow),
+    /// recorded; returns when it ended, and whether it was a payment.
+    pub async fn run_numbered<T: Transport>(&self, transport: &mut T, index: u64) -> (Instant, bool) {
         let mut rng = StdRng::seed_from_u64(self.setup.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let checkout = self.checkout(index, &mut rng);
         let scenario = self.setup.scenarios.as_ref().map(|s| {
             let i = s.pick(self.setup.seed, index);
             (i, s.list[i].browse.as_ref())
         });
+        // A feeder's rows go by the iteration's number within its scenario: payment n
+        // takes row n, whatever the browse runs between.
+        let row = match &self.setup.scenarios {
+            Some(s) if self.setup.data.is_some() => s.ordinal(self.setup.seed, index),
+            _ => index,
+        };
+        let checkout = self.checkout(index, row, &mut rng);
         if let Some((i, Some(flow))) = scenario {
             let record = run_browse(transport, flow, checkout, &self.setup.policy, &mut rng, self.started).await;
             let ended = Instant::now();
             self.record_steps(&record.steps);
             self.tally(i, record.ok, record.e2e_us);
             self.counters.browsed.fetch_add(1, Ordering::Relaxed);
-            return ended;
+            return (ended, false);
         }
         let template = &self.setup.template;
         let record = match &self.setup.flow {
@@ -185,7 +193,7 @@ impl RunState {
         self.counters.add(&record);
         // The journal keeps the payment for reconciliation once written.
         self.setup.journal.record(record);
-        ended
+        (ended, true)
     }
 
     /// The steps' latencies, by step name.
@@ -246,8 +254,8 @@ impl RunState {
             Box::pin(async move {
                 let mut transport = state.transport(user);
                 while let Some(start) = dispatcher.next().await {
-                    let ended = state.run_numbered(&mut transport, start.index).await;
-                    dispatcher.finished(&start, ended);
+                    let (ended, paid) = state.run_numbered(&mut transport, start.index).await;
+                    dispatcher.finished(&start, ended, paid);
                 }
                 Ok(())
             })

@@ -119,21 +119,63 @@ pub struct Scenario {
 }
 
 /// A run's scenarios, as `--scenario` gave them, and how each iteration picks one.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Scenarios {
     pub list: Vec<Scenario>,
     picker: Picker,
+    /// Each iteration's number within its scenario, as far as asked (iteration numbers
+    /// start at 1).
+    ordinals: std::sync::Mutex<Ordinals>,
+}
+
+#[derive(Debug, Default)]
+struct Ordinals {
+    /// By iteration number - 1.
+    of: Vec<u32>,
+    /// Iterations so far, by scenario.
+    counts: Vec<u32>,
 }
 
 impl Scenarios {
     pub fn new(list: Vec<Scenario>) -> Self {
         let picker = Picker::new(list.iter().map(|s| s.weight));
-        Self { list, picker }
+        Self {
+            ordinals: std::sync::Mutex::new(Ordinals {
+                of: Vec::new(),
+                counts: vec![0; list.len()],
+            }),
+            list,
+            picker,
+        }
     }
 
     /// The scenario (its index) iteration `index` runs.
     pub fn pick(&self, seed: u64, index: u64) -> usize {
         self.picker.pick(seed, index)
+    }
+
+    /// Iteration `index`'s number within its scenario (from 1): payment *n* of the run,
+    /// whatever the browse runs between, takes a feeder's row *n*. A pure function of
+    /// the seed and the index (computed once for every iteration up to it).
+    pub fn ordinal(&self, seed: u64, index: u64) -> u64 {
+        let index = index.max(1);
+        let mut o = self.ordinals.lock().unwrap_or_else(|e| e.into_inner());
+        while (o.of.len() as u64) < index {
+            let next = o.of.len() as u64 + 1;
+            let s = self.pick(seed, next);
+            o.counts[s] += 1;
+            let n = o.counts[s];
+            o.of.push(n);
+        }
+        u64::from(o.of[(index - 1) as usize])
+    }
+
+    /// How many of iterations 1 to `iterations` pay (those run by the scenario without a
+    /// flow of its own).
+    pub fn paying_among(&self, seed: u64, iterations: u64) -> u64 {
+        (1..=iterations)
+            .filter(|i| self.list[self.pick(seed, *i)].browse.is_none())
+            .count() as u64
     }
 
     /// `name=weight,…`, as a run's settings show it.
@@ -180,6 +222,32 @@ mod tests {
         }
         let many: Vec<String> = (0..17).map(|i| format!("t{i}=1")).collect();
         assert!(parse(&many).unwrap_err().to_string().contains("at most 16"));
+    }
+
+    #[test]
+    fn each_iteration_is_numbered_within_its_scenario() {
+        let scenario = |name: &str, weight, browse: bool| Scenario {
+            name: name.into(),
+            weight,
+            browse: browse.then(|| crate::steps::Flow {
+                steps: Vec::new(),
+                names: Vec::new(),
+                ok: None,
+                fail: None,
+            }),
+            steps: Vec::new(),
+        };
+        let s = Scenarios::new(vec![scenario("pay", 1, false), scenario("browse", 1, true)]);
+        // Asked out of order, as concurrent users ask: the same numbers.
+        let late = s.ordinal(5, 40);
+        let numbers: Vec<(usize, u64)> = (1..=40).map(|i| (s.pick(5, i), s.ordinal(5, i))).collect();
+        assert_eq!(numbers[39].1, late);
+        for who in [0, 1] {
+            let mine: Vec<u64> = numbers.iter().filter(|(p, _)| *p == who).map(|(_, n)| *n).collect();
+            assert_eq!(mine, (1..=mine.len() as u64).collect::<Vec<_>>(), "scenario {who}");
+        }
+        let paying = numbers.iter().filter(|(p, _)| *p == 0).count() as u64;
+        assert_eq!(s.paying_among(5, 40), paying);
     }
 
     #[test]

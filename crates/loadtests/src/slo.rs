@@ -1,6 +1,7 @@
 //! SLO gates beyond the anomaly counts (`fauxpay load --gate EXPR`), in k6's spirit:
 //! `p95(checkout) < 800ms`, `p99 < 2s` (a payment, end to end), `error_rate < 1%`,
-//! `rate >= 99%` (achieved ÷ asked, with `--rate`).
+//! `error_rate(browse) < 5%` (a `--scenario`'s runs that did not go through), `rate >=
+//! 99%` (achieved ÷ asked, with `--rate`).
 //!
 //! A percentile names what it measures: `payment` (end to end, every step and backoff
 //! included, from the intended start under `--rate`; the default), `attempt` (each send of the payment step), or a step of a
@@ -17,6 +18,8 @@ pub trait Measures {
     fn histogram(&self, of: &str) -> Option<&str>;
     /// Payments told `ok`, and the others (`fail` and `info`).
     fn outcomes(&self) -> (u64, u64);
+    /// With `--scenario`: scenario `name`'s runs that went through, and the others.
+    fn scenario_outcomes(&self, name: &str) -> Option<(u64, u64)>;
     /// Under `--rate`: the achieved rate ÷ the asked one.
     fn rate(&self) -> Option<f64>;
 }
@@ -26,8 +29,9 @@ pub trait Measures {
 pub enum Metric {
     /// A latency percentile (0–100) of `of`.
     Percentile { q: f64, of: String },
-    /// Payments not told `ok` ÷ payments.
-    ErrorRate,
+    /// Payments not told `ok` ÷ payments; with a scenario's name, its runs that did not
+    /// go through ÷ its runs.
+    ErrorRate(Option<String>),
     /// The open model's achieved rate ÷ the asked rate.
     Rate,
 }
@@ -70,7 +74,8 @@ pub struct Slo {
     pub bound: f64,
 }
 
-const EXPECTED: &str = "an expression such as 'p95(checkout) < 800ms', 'p99 < 2s', 'error_rate < 1%' or 'rate >= 99%'";
+const EXPECTED: &str =
+    "an expression such as 'p95(checkout) < 800ms', 'p99 < 2s', 'error_rate < 1%', 'error_rate(browse) < 5%' or 'rate >= 99%'";
 
 impl Slo {
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -87,7 +92,17 @@ impl Slo {
         };
         let (left, right) = (left.trim(), right.trim());
         let metric = match left {
-            "error_rate" => Metric::ErrorRate,
+            "error_rate" => Metric::ErrorRate(None),
+            e if e.starts_with("error_rate(") => {
+                let of = e["error_rate(".len()..]
+                    .strip_suffix(')')
+                    .ok_or_else(|| bad("an unclosed '('"))?
+                    .trim();
+                if of.is_empty() {
+                    return Err(bad("a scenario's name in error_rate(…)"));
+                }
+                Metric::ErrorRate(Some(of.to_string()))
+            }
             "rate" => Metric::Rate,
             p if p.starts_with('p') => {
                 let (q, of) = match p[1..].split_once('(') {
@@ -108,13 +123,17 @@ impl Slo {
                 }
                 Metric::Percentile { q, of: of.to_string() }
             }
-            _ => return Err(bad("an unknown metric (pNN, pNN(step), error_rate, rate)")),
+            _ => {
+                return Err(bad(
+                    "an unknown metric (pNN, pNN(step), error_rate, error_rate(scenario), rate)",
+                ))
+            }
         };
         let bound = match metric {
             Metric::Percentile { .. } => humantime::parse_duration(right)
                 .map(|d: Duration| d.as_secs_f64() * 1000.0)
                 .map_err(|_| bad("a duration such as 800ms or 2s after the comparison"))?,
-            Metric::ErrorRate | Metric::Rate => match right.strip_suffix('%') {
+            Metric::ErrorRate(_) | Metric::Rate => match right.strip_suffix('%') {
                 Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
                 None => right.parse::<f64>(),
             }
@@ -138,6 +157,14 @@ impl Slo {
         }
     }
 
+    /// The scenario an `error_rate(NAME)` reads (to check it exists).
+    pub fn scenario(&self) -> Option<&str> {
+        match &self.metric {
+            Metric::ErrorRate(Some(name)) => Some(name),
+            _ => None,
+        }
+    }
+
     /// What a run measured for this gate, and how it reads; `None` when the run has no
     /// such number (an unknown step, `rate` without `--rate`).
     pub fn value(&self, run: &impl Measures) -> Option<(f64, String)> {
@@ -147,8 +174,11 @@ impl Slo {
                 let ms = h.quantile_ms(q / 100.0);
                 Some((ms, format!("{ms:.1} ms")))
             }
-            Metric::ErrorRate => {
-                let (ok, not_ok) = run.outcomes();
+            Metric::ErrorRate(of) => {
+                let (ok, not_ok) = match of {
+                    None => run.outcomes(),
+                    Some(name) => run.scenario_outcomes(name)?,
+                };
                 let total = ok + not_ok;
                 let rate = if total == 0 { 0.0 } else { not_ok as f64 / total as f64 };
                 Some((rate, format!("{:.2}%", rate * 100.0)))
@@ -207,7 +237,10 @@ mod tests {
         assert_eq!(Slo::parse("error_rate < 7%").unwrap().threshold(), "< 7%");
         assert_eq!(Slo::parse("p95 (checkout) < 1s").unwrap().measures(), Some("checkout"));
         let errors = Slo::parse("error_rate < 1%").unwrap();
-        assert_eq!((errors.metric.clone(), errors.bound), (Metric::ErrorRate, 0.01));
+        assert_eq!((errors.metric.clone(), errors.bound), (Metric::ErrorRate(None), 0.01));
+        let browse = Slo::parse("error_rate(browse) < 5%").unwrap();
+        assert_eq!(browse.metric, Metric::ErrorRate(Some("browse".into())));
+        assert_eq!(browse.scenario(), Some("browse"));
         assert!(errors.holds(0.005) && !errors.holds(0.01));
         let rate = Slo::parse("rate >= 0.99").unwrap();
         assert_eq!((rate.metric, rate.op, rate.bound), (Metric::Rate, Op::Ge, 0.99));
@@ -219,6 +252,8 @@ mod tests {
             "p95 < fast",
             "error_rate < 150%",
             "error_rate < lots",
+            "error_rate(browse < 1%",
+            "error_rate() < 1%",
         ] {
             let e = Slo::parse(bad).unwrap_err();
             assert!(

@@ -133,8 +133,9 @@ pub trait Gateway: Send + Sync + 'static {
         )))
     }
 
-    /// Reads Checkout Session `id` (a read: charges nothing).
-    async fn checkout_session(&self, id: &str) -> Result<SessionState, GatewayError> {
+    /// Reads Checkout Session `id` (a read: charges nothing); `None` when the provider
+    /// has no such session.
+    async fn checkout_session(&self, id: &str) -> Result<Option<SessionState>, GatewayError> {
         Err(GatewayError(format!("this gateway cannot read Checkout Session {id}")))
     }
 }

@@ -128,14 +128,29 @@ impl Storefront {
                 .into_response()
         })?;
         let req = order_request(&body).map_err(|e| invalid(e.param.as_deref(), &e.message))?;
-        self.service.open_order(&req).await.map_err(|e| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(header::RETRY_AFTER, HeaderValue::from(1u64))],
-                Json(json!({"error": "store_unavailable", "message": e.to_string()})),
-            )
-                .into_response()
-        })?;
+        self.service.open_order(&req).await.map_err(|e| store_unavailable(&e))?;
+        // An order already taken keeps its price: a second opening for it at another
+        // amount or currency is refused, not opened at the caller's price.
+        match self.service.order(&req.order_id).await {
+            Ok(Some(order)) if order.amount != req.amount || order.currency != req.currency => {
+                let message = format!(
+                    "order `{}` is for {} {}, not {} {}",
+                    req.order_id, order.amount, order.currency, req.amount, req.currency
+                );
+                let param = if order.amount != req.amount {
+                    "amount"
+                } else {
+                    "currency"
+                };
+                return Err((
+                    StatusCode::CONFLICT,
+                    Json(json!({"error": "order_mismatch", "param": param, "message": message})),
+                )
+                    .into_response());
+            }
+            Ok(_) => {}
+            Err(e) => return Err(store_unavailable(&e)),
+        }
         Ok(req)
     }
 
@@ -169,6 +184,16 @@ fn page(kind: &'static str, body: &str) -> Response {
     }
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
+}
+
+/// A 503 with `Retry-After`: the store could not be reached.
+fn store_unavailable(e: &dyn std::fmt::Display) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, HeaderValue::from(1u64))],
+        Json(json!({"error": "store_unavailable", "message": e.to_string()})),
+    )
+        .into_response()
 }
 
 fn failed(message: &str) -> Response {
@@ -279,7 +304,15 @@ async fn success(State(shop): State<Arc<Storefront>>, RawQuery(query): RawQuery)
         );
     };
     let session = match shop.gateway.checkout_session(&id).await {
-        Ok(s) => s,
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            let message = format!("no Checkout Session `{id}` at the provider");
+            return (
+                StatusCode::NOT_FOUND,
+                Json(json!({"error": "session_not_found", "param": "session_id", "message": message})),
+            )
+                .into_response();
+        }
         Err(e) => return failed(&e.to_string()),
     };
     let mut done = format!("/done.html?session_id={id}");
@@ -305,15 +338,7 @@ async fn success(State(shop): State<Arc<Storefront>>, RawQuery(query): RawQuery)
         let service = shop.service.clone();
         match tokio::spawn(async move { service.fulfill(&paid).await }).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                let mut resp = (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    Json(json!({"error": "store_unavailable", "message": e.to_string()})),
-                )
-                    .into_response();
-                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1u64));
-                return resp;
-            }
+            Ok(Err(e)) => return store_unavailable(&e),
             Err(_) => return failed("the fulfilment failed unexpectedly"),
         }
     }

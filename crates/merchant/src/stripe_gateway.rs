@@ -18,6 +18,7 @@ use super::gateway::{
     SessionState,
 };
 use super::order::{OrderId, PaymentIntentId};
+use super::webhook::expandable_id;
 use fauxpay_error_chain::error_chain;
 
 /// At most this many search pages are read for one order (100 intents each).
@@ -140,7 +141,7 @@ impl Gateway for StripeGateway {
         })
     }
 
-    async fn checkout_session(&self, id: &str) -> Result<SessionState, GatewayError> {
+    async fn checkout_session(&self, id: &str) -> Result<Option<SessionState>, GatewayError> {
         // A session id is `cs_` and letters, digits or underscores (checked by the caller,
         // so it is safe in the path).
         let resp = self
@@ -149,18 +150,21 @@ impl Gateway for StripeGateway {
             .bearer_auth(&self.api_key)
             .send()
             .await;
+        if resp
+            .as_ref()
+            .is_ok_and(|r| r.status() == reqwest::StatusCode::NOT_FOUND)
+        {
+            return Ok(None);
+        }
         let body = success_json(resp, "session").await?;
-        let pi = match &body["payment_intent"] {
-            Value::String(id) => Some(id.as_str()),
-            pi => pi["id"].as_str(),
-        };
-        Ok(SessionState {
+        let pi = expandable_id(&body["payment_intent"]);
+        Ok(Some(SessionState {
             order_id: body["metadata"]["order_id"]
                 .as_str()
                 .and_then(|o| OrderId::parse(o).ok()),
             payment_intent: pi.map(PaymentIntentId::new),
             paid: body["payment_status"] == "paid",
-        })
+        }))
     }
 
     async fn find_payments(&self, order: &OrderId) -> Result<Vec<FoundPayment>, GatewayError> {

@@ -6,9 +6,10 @@
 //! while a secret is rolled). [`verify`] accepts a delivery only when one `v1` matches —
 //! compared in constant time — and the timestamp is at most the tolerance (300 s by
 //! default, as Stripe's libraries) old, exactly what `stripe.Webhook.construct_event`
-//! does. [`Event::from_json`] reads the event id, its type and, for a payment intent, its
-//! id and `metadata.order_id`. Plain values only: this module uses nothing of the merchant
-//! but `order`'s value types.
+//! does. [`Event::from_json`] reads the event id, its type and, for a payment intent or a
+//! Checkout Session, its id, `metadata.order_id` and (a session's) intent and payment
+//! status. Plain values only: this module uses nothing of the merchant but `order`'s and
+//! `checkout_flow`'s.
 
 use std::fmt;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use hmac::Mac;
 use serde::Deserialize;
 
+use super::checkout_flow::CHECKOUT_SESSION_COMPLETED;
 use super::order::{BadValue, OrderId, PaymentIntentId};
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
@@ -23,8 +25,10 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 /// How old a signature's timestamp may be (Stripe's libraries' default).
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
 
-/// The event type a merchant fulfils on (in the server-confirm and payment-element flows).
-pub const PAYMENT_SUCCEEDED: &str = super::checkout_flow::PAYMENT_INTENT_SUCCEEDED;
+/// The id of an expandable field: the id as it is, or the expanded object's `id`.
+pub fn expandable_id(v: &serde_json::Value) -> Option<&str> {
+    v.as_str().or_else(|| v["id"].as_str())
+}
 
 /// An endpoint's signing secret, `whsec_…`. Never printed: `Debug` shows only the prefix.
 #[derive(Clone, PartialEq, Eq)]
@@ -305,11 +309,11 @@ impl Event {
             .and_then(|m| m.get("order_id"))
             .and_then(|v| v.as_str())
             .and_then(|s| OrderId::parse(s).ok());
-        let payment_intent = object.as_ref().and_then(|o| match &o.payment_intent {
-            Some(serde_json::Value::String(id)) => Some(id.clone()),
-            Some(pi) => pi["id"].as_str().map(str::to_string),
-            None => None,
-        });
+        let payment_intent = object
+            .as_ref()
+            .and_then(|o| o.payment_intent.as_ref())
+            .and_then(expandable_id)
+            .map(str::to_string);
         let payment_status = object.as_ref().and_then(|o| o.payment_status.clone());
         Ok(Self {
             id: EventId::parse(&raw.id)?,
@@ -321,11 +325,6 @@ impl Event {
         })
     }
 
-    /// The event as a payment to fulfil, when it is a `payment_intent.succeeded` naming an order.
-    pub fn payment_succeeded(&self) -> Option<PaymentSucceeded> {
-        self.paid(PAYMENT_SUCCEEDED)
-    }
-
     /// The order this event says is paid, when it is an event of type `on` that says so:
     /// a `payment_intent.succeeded`, or a `checkout.session.completed` whose
     /// `payment_status` is `paid` (a delayed payment method completes it unpaid).
@@ -334,7 +333,7 @@ impl Event {
             return None;
         }
         let payment_intent = match on {
-            super::checkout_flow::CHECKOUT_SESSION_COMPLETED => {
+            CHECKOUT_SESSION_COMPLETED => {
                 if self.payment_status.as_deref() != Some("paid") {
                     return None;
                 }
@@ -354,6 +353,7 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkout_flow::PAYMENT_INTENT_SUCCEEDED;
 
     fn secret() -> WebhookSecret {
         WebhookSecret::parse("whsec_test_secret").unwrap()
@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(paid.kind, on);
         assert_eq!(session("unpaid").paid(on), None);
         // Not what this flow fulfils on.
-        assert_eq!(session("paid").paid(PAYMENT_SUCCEEDED), None);
+        assert_eq!(session("paid").paid(PAYMENT_INTENT_SUCCEEDED), None);
     }
 
     #[test]
@@ -443,19 +443,19 @@ mod tests {
             br#"{"id":"evt_1","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","metadata":{"order_id":"o-1","x":"y"}}}}"#,
         )
         .unwrap();
-        let p = e.payment_succeeded().unwrap();
+        let p = e.paid(PAYMENT_INTENT_SUCCEEDED).unwrap();
         assert_eq!(
             (p.event_id.as_str(), p.order_id.as_str(), p.payment_intent.as_str()),
             ("evt_1", "o-1", "pi_1")
         );
         let charge =
             Event::from_json(br#"{"id":"evt_2","type":"charge.succeeded","data":{"object":{"id":"ch_1"}}}"#).unwrap();
-        assert_eq!(charge.payment_succeeded(), None);
+        assert_eq!(charge.paid(PAYMENT_INTENT_SUCCEEDED), None);
         let no_order = Event::from_json(
             br#"{"id":"evt_3","type":"payment_intent.succeeded","data":{"object":{"id":"pi_3","metadata":{}}}}"#,
         )
         .unwrap();
-        assert_eq!(no_order.payment_succeeded(), None);
+        assert_eq!(no_order.paid(PAYMENT_INTENT_SUCCEEDED), None);
         assert!(Event::from_json(br#"{"type":"x"}"#).is_err());
         assert!(Event::from_json(b"not json").is_err());
     }

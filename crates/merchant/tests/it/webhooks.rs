@@ -420,6 +420,25 @@ async fn in_the_checkout_session_flow_the_success_page_and_the_completed_session
             .unwrap();
         assert_eq!(bad.status(), 400);
         assert_eq!(bad.json::<Value>().await.unwrap()["param"], "session_id");
+        let unknown = client
+            .get(format!("{}/checkout/success?session_id=cs_test_nope", m.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unknown.status(), 404);
+        // The order keeps its price: another amount for it is refused, nothing opened.
+        let cheaper = client
+            .post(format!("{}/api/payment-intents", m.url()))
+            .json(&json!({"order_id": order, "amount": 1, "currency": "eur"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cheaper.status(), 409);
+        let cheaper: Value = cheaper.json().await.unwrap();
+        assert_eq!(
+            (cheaper["error"].as_str(), cheaper["param"].as_str()),
+            (Some("order_mismatch"), Some("amount"))
+        );
         m.shutdown().await;
     }
     let _ = provider.shutdown().await;
