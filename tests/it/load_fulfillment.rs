@@ -23,6 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use fauxpay_merchant::checkout_flow::CheckoutFlow;
 use fauxpay_merchant::webhook::WebhookSecret;
 use fauxpay_merchant::{MerchantConfig, RunningMerchant, Strategy};
 use fauxpay_provider::config::WebhookTarget;
@@ -229,6 +230,46 @@ async fn load(name: &str, target: &str, provider: &str, extra: &[&str]) -> Run {
     }
 }
 
+/// A provider under `profile` delivering its own webhooks to a merchant of each of
+/// `strategies` in `flow`, every one serving before the first run (the provider delivers
+/// each event to all; each ignores the others' orders).
+async fn delivering_to(
+    profile: &str,
+    strategies: &[Strategy],
+    flow: CheckoutFlow,
+) -> (RunningProvider, Vec<RunningMerchant>) {
+    let mut listeners = Vec::new();
+    for _ in strategies {
+        listeners.push(tokio::net::TcpListener::bind(any_port()).await.unwrap());
+    }
+    let provider = RunningProvider::start(
+        Config {
+            webhooks: listeners
+                .iter()
+                .map(|l| WebhookTarget {
+                    url: format!("http://{}/webhooks/stripe", l.local_addr().unwrap()),
+                    secret: SECRET.into(),
+                })
+                .collect(),
+            delivery: Settings {
+                retries: vec![Duration::from_millis(100), Duration::from_millis(300)],
+                ..Settings::default()
+            },
+            ..provider_config(profile)
+        },
+        any_port(),
+    )
+    .await
+    .unwrap();
+    let mut merchants = Vec::new();
+    for (strategy, listener) in strategies.iter().zip(listeners) {
+        let mut config = merchant_config(*strategy, &provider.url(), &Backend::Memory, with_secret);
+        config.flow = flow;
+        merchants.push(RunningMerchant::start_on(config, listener).await.unwrap());
+    }
+    (provider, merchants)
+}
+
 /// The merchants' side of the webhook secret the deliveries are signed with.
 fn with_secret(c: &mut MerchantConfig) {
     c.webhook_secret = Some(WebhookSecret::parse(SECRET).unwrap());
@@ -409,35 +450,12 @@ async fn double_and_missed_fulfillments_equal_the_merchants_truth() {
 /// merchant's own truth: naive ships every order at least twice, idempotent each once.
 #[tokio::test]
 async fn under_duplicate_webhooks_the_providers_own_deliveries_are_counted_as_the_merchants_saw_them() {
-    let strategies = [Strategy::Naive, Strategy::Idempotent];
-    let mut listeners = Vec::new();
-    for _ in strategies {
-        listeners.push(tokio::net::TcpListener::bind(any_port()).await.unwrap());
-    }
-    let provider = RunningProvider::start(
-        Config {
-            webhooks: listeners
-                .iter()
-                .map(|l| WebhookTarget {
-                    url: format!("http://{}/webhooks/stripe", l.local_addr().unwrap()),
-                    secret: SECRET.into(),
-                })
-                .collect(),
-            delivery: Settings {
-                retries: vec![Duration::from_millis(100), Duration::from_millis(300)],
-                ..Settings::default()
-            },
-            ..provider_config("duplicate-webhooks")
-        },
-        any_port(),
+    let (provider, merchants) = delivering_to(
+        "duplicate-webhooks",
+        &[Strategy::Naive, Strategy::Idempotent],
+        CheckoutFlow::default(),
     )
-    .await
-    .unwrap();
-    let mut merchants = Vec::new();
-    for (strategy, listener) in strategies.into_iter().zip(listeners) {
-        let config = merchant_config(strategy, &provider.url(), &Backend::Memory, with_secret);
-        merchants.push(RunningMerchant::start_on(config, listener).await.unwrap());
-    }
+    .await;
     for m in &merchants {
         let run_id = format!("dup-hooks-{}", m.strategy.as_str());
         let run = load(&run_id, &m.url(), &provider.url(), &[]).await;
@@ -535,42 +553,12 @@ async fn fulfillment_gates_need_a_probe() {
 /// idempotent ships each once and passes.
 #[tokio::test]
 async fn browser_flows_against_each_merchant_count_what_each_merchant_shipped() {
-    use fauxpay_merchant::checkout_flow::CheckoutFlow;
     for (flow, profile) in [
         (CheckoutFlow::PaymentElement, "duplicate-webhooks"),
         (CheckoutFlow::CheckoutSession, "happy"),
     ] {
         let strategies = [Strategy::Naive, Strategy::LockOnly, Strategy::Idempotent];
-        let mut listeners = Vec::new();
-        for _ in strategies {
-            listeners.push(tokio::net::TcpListener::bind(any_port()).await.unwrap());
-        }
-        let provider = RunningProvider::start(
-            Config {
-                webhooks: listeners
-                    .iter()
-                    .map(|l| WebhookTarget {
-                        url: format!("http://{}/webhooks/stripe", l.local_addr().unwrap()),
-                        secret: SECRET.into(),
-                    })
-                    .collect(),
-                delivery: Settings {
-                    retries: vec![Duration::from_millis(100), Duration::from_millis(300)],
-                    ..Settings::default()
-                },
-                ..provider_config(profile)
-            },
-            any_port(),
-        )
-        .await
-        .unwrap();
-        // Every endpoint serves before any run: the provider delivers each event to all.
-        let mut merchants = Vec::new();
-        for (strategy, listener) in strategies.into_iter().zip(listeners) {
-            let mut config = merchant_config(strategy, &provider.url(), &Backend::Memory, with_secret);
-            config.flow = flow;
-            merchants.push(RunningMerchant::start_on(config, listener).await.unwrap());
-        }
+        let (provider, merchants) = delivering_to(profile, &strategies, flow).await;
         for m in merchants {
             let strategy = m.strategy;
             let run_id = format!("{}-{}", flow.as_str(), strategy.as_str());
