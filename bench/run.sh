@@ -649,8 +649,10 @@ if has_row rate; then
   if [ -z "${LOAD_PEAK:-}" ]; then
     LOAD_PEAK=$(load_once)
   fi
-  RATE_ASKED=$(awk "BEGIN {printf \"%d\", $LOAD_PEAK * 0.9}")
-  echo "== fauxpay load --rate ${RATE_ASKED}/s: 0.9 of its closed-model peak ($(fmt "$LOAD_PEAK")/s), ${LOAD_SECS}s" >&2
+  # 0.7 of the closed peak (issue 27's target; 0.9 left the client itself no headroom: the
+  # open model costs ~30% more client CPU per checkout, bench/notes.md).
+  RATE_ASKED=$(awk "BEGIN {printf \"%d\", $LOAD_PEAK * 0.7}")
+  echo "== fauxpay load --rate ${RATE_ASKED}/s: 0.7 of its closed-model peak ($(fmt "$LOAD_PEAK")/s), ${LOAD_SECS}s" >&2
   R_VALUES=()
   R_DROPPED=()
   for i in $(seq "$RUNS"); do
@@ -667,7 +669,7 @@ if has_row rate; then
     echo "  run $i: achieved $achieved/s of $RATE_ASKED/s, dropped $(json "$report" dropped)" >&2
   done
   r=$(median "${R_VALUES[@]}")
-  row "\`fauxpay load --rate\` at 0.9 of its closed peak ($RATE_ASKED/s)" "$(fmt "$(calc "$r * $RATE_ASKED")")/s, $(median "${R_DROPPED[@]}") dropped" "$RATE_ASKED/s asked" "$(fmt "$r" 3)" "≥ 0.99" "$(ge "$r" 0.99)"
+  row "\`fauxpay load --rate\` at 0.7 of its closed peak ($RATE_ASKED/s)" "$(fmt "$(calc "$r * $RATE_ASKED")")/s, $(median "${R_DROPPED[@]}") dropped" "$RATE_ASKED/s asked" "$(fmt "$r" 3)" "≥ 0.99" "$(ge "$r" 0.99)"
   RAW+=("rate: asked $RATE_ASKED/s (closed peak $LOAD_PEAK/s); achieved ratios ${R_VALUES[*]}; dropped ${R_DROPPED[*]}")
 fi
 

@@ -5,12 +5,19 @@
 //! alone (shared writes, locks), without the kernel or the client: on a 2-core host,
 //! perfect scaling is 2.0.
 //!
-//!   inproc [PAYMENTS]     # default 200000 a run; prints one JSON line per thread count
+//!   inproc [PAYMENTS] [THREADS]   # default 200000 a run, from 1 then 2 threads (or only
+//!                                 # THREADS, e.g. under a profiler); one JSON line each
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use fauxpay_provider::{post_in_process, ApiKey, Config, Provider};
+
+/// The allocator `fauxpay serve` runs with (src/main.rs): glibc's malloc would be measured
+/// instead of the provider (its arenas' locks and consolidation were ~14% of this row's
+/// samples).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn rate(threads: usize, payments: usize) -> f64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -54,7 +61,8 @@ fn main() {
         .nth(1)
         .map(|n| n.parse().expect("PAYMENTS: a number"))
         .unwrap_or(200_000);
-    for threads in [1, 2] {
+    let only: Option<usize> = std::env::args().nth(2).map(|n| n.parse().expect("THREADS: a number"));
+    for threads in only.map_or(vec![1, 2], |t| vec![t]) {
         let r = rate(threads, payments);
         println!("{{\"threads\":{threads},\"payments\":{payments},\"per_second\":{r:.0}}}");
     }

@@ -75,7 +75,8 @@ impl Serialize for Outcome {
 #[derive(Default)]
 pub struct Journal {
     shards: Sharded<VecDeque<RequestRecord>>,
-    seq: AtomicU64,
+    /// On a cache line of its own: every insert writes it, and its neighbours are read.
+    seq: crossbeam_utils::CachePadded<AtomicU64>,
 }
 
 impl Journal {

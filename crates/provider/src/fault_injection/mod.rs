@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use hashbrown::HashTable;
-use parking_lot::RwLock;
 
 use crate::error::ApiError;
 use crate::idempotency::key::IdempotencyKey;
@@ -138,7 +138,8 @@ fn identity_hash(hasher: &Hasher) -> impl Fn(&Counted) -> u64 + '_ {
 }
 
 pub struct FaultInjector {
-    active: RwLock<Arc<ActiveProfile>>,
+    /// Read by every request without a write to shared memory (no lock word, no count).
+    active: ArcSwap<ActiveProfile>,
     attempts: Sharded<Attempts>,
     hasher: Hasher,
     /// Attempts' times are kept relative to this.
@@ -150,7 +151,7 @@ pub struct FaultInjector {
 impl FaultInjector {
     pub fn new(profile: Profile, source: String) -> Self {
         Self {
-            active: RwLock::new(Arc::new(activate(profile, source))),
+            active: ArcSwap::from_pointee(activate(profile, source)),
             attempts: Sharded::default(),
             hasher: Hasher::default(),
             epoch: Instant::now(),
@@ -169,13 +170,13 @@ impl FaultInjector {
     }
 
     pub fn active(&self) -> Arc<ActiveProfile> {
-        self.active.read().clone()
+        self.active.load_full()
     }
 
     /// Makes `profile` the active one, atomically; its windows start now.
     pub fn swap(&self, profile: Profile, source: String) -> Arc<ActiveProfile> {
         let next = Arc::new(activate(profile, source));
-        *self.active.write() = next.clone();
+        self.active.store(next.clone());
         next
     }
 
@@ -209,7 +210,7 @@ impl FaultInjector {
         } else if let Some((decision, _card)) = payment_method.and_then(faults::forced_by_payment_method) {
             decision
         } else {
-            let active = self.active();
+            let active = self.active.load();
             let metadata = if active.needs_metadata {
                 metadata_of(input.params)
             } else {

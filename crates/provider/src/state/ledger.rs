@@ -257,7 +257,8 @@ pub struct Ledger {
     shards: Sharded<Shard>,
     /// Hashes correlation ids for the groups' tables.
     hasher: Hasher,
-    next_seq: AtomicU64,
+    /// On a cache line of its own: every insert writes it, and its neighbours are read.
+    next_seq: crossbeam_utils::CachePadded<AtomicU64>,
     blocked_duplicates: AtomicU64,
     /// Correlation ids whose only charge left memory (`--retain`): the summary still
     /// counts them (its other counts and amounts are each shard's [`Totals`]).
@@ -271,7 +272,7 @@ impl Default for Ledger {
         Self {
             shards: Sharded::default(),
             hasher: Hasher::default(),
-            next_seq: AtomicU64::new(0),
+            next_seq: crossbeam_utils::CachePadded::new(AtomicU64::new(0)),
             blocked_duplicates: AtomicU64::new(0),
             retired_correlation_ids: AtomicU64::new(0),
             tag: trace::new_tag(),

@@ -77,7 +77,8 @@ pub struct Page<V> {
 pub struct Table<V> {
     shards: Sharded<Shard<V>>,
     hasher: Hasher,
-    next_seq: AtomicU64,
+    /// On a cache line of its own: every insert writes it, and its neighbours are read.
+    next_seq: crossbeam_utils::CachePadded<AtomicU64>,
     /// This table's tag in the keys a write touched ([`trace`]).
     tag: u16,
 }
@@ -87,7 +88,7 @@ impl<V> Default for Table<V> {
         Self {
             shards: Sharded::default(),
             hasher: Hasher::default(),
-            next_seq: AtomicU64::new(1),
+            next_seq: crossbeam_utils::CachePadded::new(AtomicU64::new(1)),
             tag: trace::new_tag(),
         }
     }

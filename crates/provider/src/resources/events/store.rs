@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
 
 use super::object::{Event, EventType};
 use crate::fault_injection::attempt::Attempt;
@@ -33,8 +34,9 @@ pub struct Events {
     pub table: Table<Arc<Event>>,
     /// Events older than this many seconds are gone.
     ttl_secs: AtomicI64,
-    /// The enabled webhook endpoints, as of their last change.
-    endpoints: RwLock<Arc<[Arc<WebhookEndpoint>]>>,
+    /// The enabled webhook endpoints, as of their last change (read by every event
+    /// without a write to shared memory).
+    endpoints: ArcSwap<Vec<Arc<WebhookEndpoint>>>,
     publisher: OnceLock<Arc<dyn Publisher>>,
     /// While the state is recovered from the data dir: events are not published but kept
     /// here with their endpoints, to be delivered once it is known which were.
@@ -50,7 +52,7 @@ impl Default for Events {
         Self {
             table: Table::default(),
             ttl_secs: AtomicI64::new(DEFAULT_TTL.as_secs() as i64),
-            endpoints: RwLock::new(Arc::from(Vec::new())),
+            endpoints: ArcSwap::from_pointee(Vec::new()),
             publisher: OnceLock::new(),
             deferring: AtomicBool::new(false),
             deferred: Mutex::new(Vec::new()),
@@ -100,17 +102,17 @@ impl Events {
 
     /// The webhook endpoints events are delivered to (replaced whenever one changes).
     pub fn set_endpoints(&self, endpoints: Vec<Arc<WebhookEndpoint>>) {
-        *self.endpoints.write() = Arc::from(endpoints);
+        self.endpoints.store(Arc::new(endpoints));
     }
 
-    pub fn endpoints(&self) -> Arc<[Arc<WebhookEndpoint>]> {
-        self.endpoints.read().clone()
+    pub fn endpoints(&self) -> Arc<Vec<Arc<WebhookEndpoint>>> {
+        self.endpoints.load_full()
     }
 
     /// Stores an event of `kind` about `object` (with `previous`, the object before an
     /// update), caused by `attempt`, and publishes it.
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) -> Arc<Event> {
-        let endpoints = self.endpoints();
+        let endpoints = self.endpoints.load();
         let publishing = self.publisher.get().is_some() || self.deferring.load(Ordering::Relaxed);
         let wanted: Vec<Arc<WebhookEndpoint>> = match publishing {
             true => endpoints.iter().filter(|e| e.wants(kind)).cloned().collect(),
