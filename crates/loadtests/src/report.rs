@@ -1022,6 +1022,44 @@ mod tests {
     }
 
     #[test]
+    fn merged_scenarios_add_their_runs_and_histograms_and_gate_by_name() {
+        let with = |run: &str, runs: u64, ok: u64, ms: u64| {
+            let mut r = sample(run, 0, &[10]);
+            let mut tally = crate::scenarios::Tally::default();
+            for i in 0..runs {
+                tally.record(i < ok, ms * 1000);
+            }
+            let browse = crate::scenarios::Scenario {
+                name: "browse".into(),
+                weight: 1,
+                browse: Some(crate::steps::Flow {
+                    steps: Vec::new(),
+                    names: Vec::new(),
+                    ok: None,
+                    fail: None,
+                }),
+                steps: vec!["home".into()],
+            };
+            r.latency.scenarios = vec![ScenarioReport::new(&browse, &tally)];
+            r
+        };
+        let m = Report::merge(&[with("a", 10, 9, 5), with("b", 30, 30, 50)]).unwrap();
+        let s = &m.latency.scenarios[0];
+        assert_eq!((s.runs, s.ok, s.latency.count), (40, 39, 40));
+        assert!((s.latency.max_ms - 50.0).abs() < 0.1, "{}", s.latency.max_ms);
+        use crate::slo::{Measures, Slo};
+        assert_eq!(m.scenario_outcomes("browse"), Some((39, 1)));
+        let gate = Slo::parse("error_rate(browse) < 5%").unwrap();
+        assert_eq!(gate.value(&m).unwrap().1, "2.50%");
+        let p50 = Slo::parse("p50(browse) < 1s").unwrap();
+        assert!(
+            p50.value(&m).unwrap().0 > 40.0,
+            "the merged histogram: most runs took 50 ms"
+        );
+        assert_eq!(m.scenario_outcomes("checkout"), None);
+    }
+
+    #[test]
     fn gate_names_are_written_as_before_and_read_back() {
         let mut r = sample("a", 1, &[10]);
         r.thresholds.max_unresolved = Some(3);
