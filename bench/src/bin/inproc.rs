@@ -61,7 +61,9 @@ fn main() {
         .nth(1)
         .map(|n| n.parse().expect("PAYMENTS: a number"))
         .unwrap_or(200_000);
-    let only: Option<usize> = std::env::args().nth(2).map(|n| n.parse().expect("THREADS: a number"));
+    let only: Option<usize> = std::env::args()
+        .nth(2)
+        .map(|n| n.parse().ok().filter(|t| *t > 0).expect("THREADS: a number above 0"));
     for threads in only.map_or(vec![1, 2], |t| vec![t]) {
         let r = rate(threads, payments);
         println!("{{\"threads\":{threads},\"payments\":{payments},\"per_second\":{r:.0}}}");

@@ -138,7 +138,8 @@ fn identity_hash(hasher: &Hasher) -> impl Fn(&Counted) -> u64 + '_ {
 }
 
 pub struct FaultInjector {
-    /// Read by every request without a write to shared memory (no lock word, no count).
+    /// Read by every request without a write to memory other cores read (no lock word, no
+    /// count).
     active: ArcSwap<ActiveProfile>,
     attempts: Sharded<Attempts>,
     hasher: Hasher,
@@ -171,6 +172,11 @@ impl FaultInjector {
 
     pub fn active(&self) -> Arc<ActiveProfile> {
         self.active.load_full()
+    }
+
+    /// The active profile for a moment (a decision), without touching its `Arc`'s count.
+    pub fn current(&self) -> arc_swap::Guard<Arc<ActiveProfile>> {
+        self.active.load()
     }
 
     /// Makes `profile` the active one, atomically; its windows start now.
@@ -210,7 +216,7 @@ impl FaultInjector {
         } else if let Some((decision, _card)) = payment_method.and_then(faults::forced_by_payment_method) {
             decision
         } else {
-            let active = self.active.load();
+            let active = self.current();
             let metadata = if active.needs_metadata {
                 metadata_of(input.params)
             } else {

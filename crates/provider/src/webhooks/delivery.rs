@@ -341,7 +341,7 @@ impl Webhooks {
     async fn run(self: Arc<Self>, job: Job, lane: Arc<Lane>) {
         let event_id = job.event.id.as_str();
         let endpoint_id = job.endpoint.id.as_str();
-        let decision = self.faults.active().engine.decide_delivery(&DeliveryFacts {
+        let decision = self.faults.current().engine.decide_delivery(&DeliveryFacts {
             event_id: &event_id,
             event_type: job.event.kind.as_str(),
             endpoint: &endpoint_id,

@@ -35,7 +35,7 @@ pub struct Events {
     /// Events older than this many seconds are gone.
     ttl_secs: AtomicI64,
     /// The enabled webhook endpoints, as of their last change (read by every event
-    /// without a write to shared memory).
+    /// without a write to memory other cores read).
     endpoints: ArcSwap<Vec<Arc<WebhookEndpoint>>>,
     publisher: OnceLock<Arc<dyn Publisher>>,
     /// While the state is recovered from the data dir: events are not published but kept
@@ -112,10 +112,15 @@ impl Events {
     /// Stores an event of `kind` about `object` (with `previous`, the object before an
     /// update), caused by `attempt`, and publishes it.
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) -> Arc<Event> {
-        let endpoints = self.endpoints.load();
         let publishing = self.publisher.get().is_some() || self.deferring.load(Ordering::Relaxed);
         let wanted: Vec<Arc<WebhookEndpoint>> = match publishing {
-            true => endpoints.iter().filter(|e| e.wants(kind)).cloned().collect(),
+            true => self
+                .endpoints
+                .load()
+                .iter()
+                .filter(|e| e.wants(kind))
+                .cloned()
+                .collect(),
             false => Vec::new(),
         };
         let event = Arc::new(Event::new(
