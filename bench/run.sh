@@ -324,12 +324,16 @@ if has_row new || has_row p99; then
   ab new.lua "$CONNS" rps
   PEAK=$(median "${A_VALUES[@]}")
   r=$(median "${RATIOS[@]}")
+  # Against hello-world: reported (users compare with it); the target is against the
+  # ceiling row, which moves with the host as the provider does (issue 27).
   if has_row new; then
-    row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.60" "$(ge "$r" 0.60)"
+    row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
   fi
   RAW+=("new: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
   if has_row new; then
     ceiling new.lua "new payment"
+    c=$(median "${A_VALUES[@]}")
+    row "provider: new payment intent ÷ its ceiling row" "$(fmt "$PEAK") req/s" "$(fmt "$c") req/s" "$(fmt "$(calc "$PEAK / $c")" 2)" "≥ 0.60" "$(ge "$(calc "$PEAK / $c")" 0.60)"
   fi
 fi
 
@@ -337,9 +341,12 @@ if has_row replay; then
   echo "== provider: idempotent replay vs hello-world (wrk replay.lua)" >&2
   ab replay.lua "$CONNS" rps
   r=$(median "${RATIOS[@]}")
-  row "provider: idempotent replay" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "≥ 0.80" "$(ge "$r" 0.80)"
+  REPLAY=$(median "${A_VALUES[@]}")
+  row "provider: idempotent replay" "$(fmt "$REPLAY") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
   RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
   ceiling replay.lua replay
+  c=$(median "${A_VALUES[@]}")
+  row "provider: idempotent replay ÷ its ceiling row" "$(fmt "$REPLAY") req/s" "$(fmt "$c") req/s" "$(fmt "$(calc "$REPLAY / $c")" 2)" "≥ 0.90" "$(ge "$(calc "$REPLAY / $c")" 0.90)"
 fi
 
 if has_row p99; then
@@ -390,7 +397,7 @@ if has_row memory; then
   rss1=$(rss_kb "$SERVER_PID")
   stop_server
   per=$(calc "($rss1 - $rss0) * 1024 / $charges")
-  row "provider memory: RSS growth per stored payment, its 3 events included ($charges payments)" "$(fmt "$per") B" "—" "—" "≤ 2,000 B" "$(le "$per" 2000)"
+  row "provider memory: RSS growth per stored payment, its 3 events included ($charges payments)" "$(fmt "$per") B" "—" "—" "≤ 800 B" "$(le "$per" 800)"
   RAW+=("memory: RSS ${rss0} kB idle → ${rss1} kB after $charges payments in $(($(date +%s) - started)) s")
 fi
 
@@ -494,7 +501,7 @@ if has_row durable; then
   found=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
   stop_server
   rm -rf "$DATA_DIR"
-  row "provider: recovery after kill -9 of $charges payments ($size MB of log)" "$(fmt "$took" 1) s" "—" "—" "≤ 10 s" "$(le "$took" 10)"
+  row "provider: recovery after kill -9 of $charges payments ($size MB of log)" "$(fmt "$took" 1) s" "—" "—" "≤ 4 s" "$(le "$took" 4)"
   RAW+=("recovery: $charges payments written, kill -9, restart until listening $took s; $recovered; log $size MB; ledger after: ${found:-?} charges counted by /metrics")
 fi
 
@@ -503,7 +510,7 @@ if has_row dashboard; then
   abba "measure provider-dashboard new.lua $CONNS rps" "measure provider new.lua $CONNS rps" \
     "dashboard open req/s" "closed req/s"
   r=$(median "${RATIOS[@]}")
-  row "provider: new payment intent with a dashboard open" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s (closed)" "$(fmt "$r" 2)" "≥ 0.95" "$(ge "$r" 0.95)"
+  row "provider: new payment intent with a dashboard open" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s (closed)" "$(fmt "$r" 2)" "≥ 0.90" "$(ge "$r" 0.90)"
   RAW+=("dashboard: open req/s ${A_VALUES[*]}; closed req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
 fi
 
