@@ -585,7 +585,6 @@ pub fn exit_code(report: &Report) -> u8 {
     }
 }
 
-/// The `--gate` expressions, each parsed and its step checked against the template.
 /// The run's plan: `--template`'s, or with `--scenario` the one scenario that pays, and
 /// the scenarios. Names must not mix up: a scenario's, a step's, `payment` and `attempt`
 /// each name one latency for `--gate`.
@@ -651,19 +650,19 @@ fn plan(
     Ok((plan, Some(crate::scenarios::Scenarios::new(list))))
 }
 
-/// What `--gate` percentiles may name: `payment`, `attempt`, every step, every scenario.
+/// What `--gate` percentiles may name: `payment`, `attempt`, every step, and with
+/// `--scenario` every scenario and its steps (`plan` refused names used twice; the
+/// paying scenario's steps are the flow's).
 fn measured_names(flow: Option<&crate::steps::Flow>, scenarios: Option<&crate::scenarios::Scenarios>) -> Vec<String> {
     let mut names: Vec<String> = vec!["payment".into(), "attempt".into()];
-    names.extend(flow.iter().flat_map(|f| f.steps.iter().map(|s| s.name.clone())));
-    for s in scenarios.iter().flat_map(|s| &s.list) {
-        names.push(s.name.clone());
-        names.extend(
-            s.steps
-                .iter()
-                .filter(|n| !names.contains(n))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+    match scenarios {
+        Some(s) => {
+            for s in &s.list {
+                names.push(s.name.clone());
+                names.extend(s.steps.iter().cloned());
+            }
+        }
+        None => names.extend(flow.iter().flat_map(|f| f.steps.iter().map(|s| s.name.clone()))),
     }
     names
 }

@@ -21,9 +21,10 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use super::checkout::{Answer, CheckoutRequest, InvalidInput, Reply};
+use super::checkout::{CheckoutRequest, InvalidInput, Reply};
 use super::idempotency_record::IdempotencyKey;
 use super::order::OrderId;
+use super::respond::{answer, error};
 use super::storefront::Storefront;
 use super::strategy::CheckoutService;
 use super::webhook_receiver::{WebhookReceiver, WebhookReply};
@@ -60,23 +61,6 @@ pub fn router(service: Service, webhooks: Option<Arc<WebhookReceiver>>, storefro
                 "the merchant failed unexpectedly",
             )
         }))
-}
-
-fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
-    (status, Json(json!({"error": code, "message": message.into()}))).into_response()
-}
-
-fn answer(a: Answer) -> Response {
-    let status = StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = (status, Json(a.body)).into_response();
-    if let Some(secs) = a.retry_after {
-        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    }
-    if a.replayed {
-        resp.headers_mut()
-            .insert("idempotent-replayed", HeaderValue::from_static("true"));
-    }
-    resp
 }
 
 /// The `Idempotency-Key` header: absent, or a valid key.
@@ -136,11 +120,7 @@ async fn order(State(AppState { service, .. }): State<AppState>, Path(id): Path<
             (StatusCode::OK, Json(body)).into_response()
         }
         Ok(None) => error(StatusCode::NOT_FOUND, "order_not_found", format!("no order `{id}`")),
-        Err(e) => {
-            let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e.to_string());
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1u64));
-            resp
-        }
+        Err(e) => answer(Reply::unavailable(None, "store_unavailable", e.to_string()).into()),
     }
 }
 

@@ -21,7 +21,7 @@
 //! the rules built on them (`fencing`, `reconciler`, `order_book`); the strategies
 //! (`strategy`, `naive`, `lock_only`, `idempotent`), the webhook receiver in front of
 //! them (`webhook_receiver`) and their settings (`config`, `error`); the HTTP surface
-//! (`http`, and the example storefront's pages and API, `storefront`); and `server`, which wires them together. This file only declares and
+//! (`http`, and the example storefront's pages and API, `storefront`; both answer through `respond`); and `server`, which wires them together. This file only declares and
 //! re-exports.
 
 pub mod checkout;
@@ -43,6 +43,7 @@ pub mod order_book;
 pub mod postgres_store;
 pub mod reconciler;
 pub mod redis_lock;
+pub mod respond;
 pub mod server;
 pub mod store;
 pub mod storefront;

@@ -108,15 +108,7 @@ impl CheckoutService for Naive {
     /// Ships on every delivery: a redelivered event, or the second charge of a double
     /// charge, ships the order again.
     async fn fulfill(&self, event: &PaymentSucceeded) -> Result<Fulfillment, StoreError> {
-        Ok(
-            match self
-                .book
-                .fulfill(&event.order_id, &event.payment_intent, self.clock.now_ms())
-            {
-                Some(fulfillments) => Fulfillment::Fulfilled { fulfillments },
-                None => Fulfillment::UnknownOrder,
-            },
-        )
+        Ok(self.book.fulfill(event, self.clock.now_ms()))
     }
 
     async fn health(&self) -> Health {

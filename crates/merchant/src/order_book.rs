@@ -16,7 +16,8 @@ use parking_lot::Mutex;
 
 use super::checkout::CheckoutRequest;
 use super::gateway::ChargeOutcome;
-use super::order::{Order, OrderId, OrderStatus, PaymentIntentId};
+use super::order::{Order, OrderId, OrderStatus};
+use super::webhook::{Fulfillment, PaymentSucceeded};
 
 #[derive(Default)]
 pub struct OrderBook {
@@ -47,21 +48,25 @@ impl OrderBook {
         )
     }
 
-    /// Ships the order again, on every delivery, whatever happened before (the bug these
-    /// merchants exist to show); `None` for an order not in the book.
-    pub fn fulfill(&self, id: &OrderId, payment_intent: &PaymentIntentId, now_ms: i64) -> Option<u32> {
+    /// Ships the order again, on every word that it is paid, whatever happened before
+    /// (the bug these merchants exist to show).
+    pub fn fulfill(&self, paid: &PaymentSucceeded, now_ms: i64) -> Fulfillment {
         let mut orders = self.orders.lock();
-        let order = orders.get_mut(id)?;
+        let Some(order) = orders.get_mut(&paid.order_id) else {
+            return Fulfillment::UnknownOrder;
+        };
         order.fulfillments = order.fulfillments.saturating_add(1);
         // The provider's word that the money moved: an order paid in the customer's
         // browser (an intent or a session) reads paid from now on.
         if order.status != OrderStatus::Paid {
             order.status = OrderStatus::Paid;
-            order.payment_intent = Some(payment_intent.clone());
+            order.payment_intent = Some(paid.payment_intent.clone());
             order.last_error = None;
         }
         order.updated_ms = now_ms;
-        Some(order.fulfillments)
+        Fulfillment::Fulfilled {
+            fulfillments: order.fulfillments,
+        }
     }
 
     /// Records one provider call for `req` and its outcome.
@@ -144,12 +149,24 @@ mod tests {
             br#"{"order_id":"o1","amount":2000,"currency":"usd","payment_method":"pm_card_visa"}"#,
         )
         .unwrap();
+        let paid = |pi: &str| PaymentSucceeded {
+            event_id: crate::webhook::EventId::parse("evt_1").unwrap(),
+            kind: "payment_intent.succeeded".into(),
+            order_id: req.order_id.clone(),
+            payment_intent: PaymentIntentId::new(pi),
+        };
         let pi = PaymentIntentId::new("pi_b");
-        assert_eq!(book.fulfill(&req.order_id, &pi, 1), None);
+        assert_eq!(book.fulfill(&paid("pi_b"), 1), Fulfillment::UnknownOrder);
         book.open(&req, 1);
         assert_eq!(book.get(&req.order_id).unwrap().status, OrderStatus::Pending);
-        assert_eq!(book.fulfill(&req.order_id, &pi, 2), Some(1));
-        assert_eq!(book.fulfill(&req.order_id, &PaymentIntentId::new("pi_c"), 3), Some(2));
+        assert_eq!(
+            book.fulfill(&paid("pi_b"), 2),
+            Fulfillment::Fulfilled { fulfillments: 1 }
+        );
+        assert_eq!(
+            book.fulfill(&paid("pi_c"), 3),
+            Fulfillment::Fulfilled { fulfillments: 2 }
+        );
         book.open(&req, 4);
         let order = book.get(&req.order_id).unwrap();
         assert_eq!(order.fulfillments, 2);

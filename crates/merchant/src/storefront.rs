@@ -24,9 +24,10 @@ use axum::{Json, Router};
 use rand::Rng;
 use serde_json::json;
 
-use super::checkout::{CheckoutRequest, InvalidInput};
+use super::checkout::{CheckoutRequest, InvalidInput, Reply};
 use super::checkout_flow::CheckoutFlow;
 use super::gateway::{Completion, Gateway, OpenPayment};
+use super::respond;
 use super::strategy::CheckoutService;
 use super::webhook::{EventId, PaymentSucceeded};
 
@@ -120,33 +121,20 @@ impl Storefront {
     /// Takes the order: the body's (a load test's `order_id`, `amount` and `currency`),
     /// or without a body a new one at the shop's price.
     async fn take_order(&self, body: Result<Bytes, BytesRejection>) -> Result<CheckoutRequest, Response> {
-        let body = body.map_err(|e| {
-            (
-                e.status(),
-                Json(json!({"error": "invalid_body", "message": e.body_text()})),
-            )
-                .into_response()
-        })?;
-        let req = order_request(&body).map_err(|e| invalid(e.param.as_deref(), &e.message))?;
+        let body = body.map_err(|e| respond::error(e.status(), "invalid_body", e.body_text()))?;
+        let req = order_request(&body).map_err(|e| respond::reply(Reply::Invalid(e)))?;
         self.service.open_order(&req).await.map_err(|e| store_unavailable(&e))?;
         // An order already taken keeps its price: a second opening for it at another
         // amount or currency is refused, not opened at the caller's price.
         match self.service.order(&req.order_id).await {
             Ok(Some(order)) if order.amount != req.amount || order.currency != req.currency => {
-                let message = format!(
-                    "order `{}` is for {} {}, not {} {}",
-                    req.order_id, order.amount, order.currency, req.amount, req.currency
-                );
-                let param = if order.amount != req.amount {
-                    "amount"
-                } else {
-                    "currency"
-                };
-                return Err((
-                    StatusCode::CONFLICT,
-                    Json(json!({"error": "order_mismatch", "param": param, "message": message})),
-                )
-                    .into_response());
+                return Err(respond::reply(Reply::OrderMismatch {
+                    order_id: req.order_id.clone(),
+                    message: format!(
+                        "order {} is for {} {}, not {} {}",
+                        order.id, order.amount, order.currency, req.amount, req.currency
+                    ),
+                }));
             }
             Ok(_) => {}
             Err(e) => return Err(store_unavailable(&e)),
@@ -188,20 +176,11 @@ fn page(kind: &'static str, body: &str) -> Response {
 
 /// A 503 with `Retry-After`: the store could not be reached.
 fn store_unavailable(e: &dyn std::fmt::Display) -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [(header::RETRY_AFTER, HeaderValue::from(1u64))],
-        Json(json!({"error": "store_unavailable", "message": e.to_string()})),
-    )
-        .into_response()
+    respond::reply(Reply::unavailable(None, "store_unavailable", e.to_string()))
 }
 
 fn failed(message: &str) -> Response {
-    (
-        StatusCode::BAD_GATEWAY,
-        Json(json!({"error": "provider_unavailable", "message": message})),
-    )
-        .into_response()
+    respond::error(StatusCode::BAD_GATEWAY, "provider_unavailable", message)
 }
 
 /// `http://{Host}` of the request: where the customer comes back to.
@@ -238,11 +217,7 @@ fn order_request(body: &[u8]) -> Result<CheckoutRequest, InvalidInput> {
 }
 
 fn invalid(param: Option<&str>, message: &str) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        Json(json!({"error": "invalid_request", "param": param, "message": message})),
-    )
-        .into_response()
+    respond::reply(Reply::Invalid(InvalidInput::new(param, message)))
 }
 
 async fn open_intent(State(shop): State<Arc<Storefront>>, body: Result<Bytes, BytesRejection>) -> Response {
@@ -307,11 +282,7 @@ async fn success(State(shop): State<Arc<Storefront>>, RawQuery(query): RawQuery)
         Ok(Some(s)) => s,
         Ok(None) => {
             let message = format!("no Checkout Session `{id}` at the provider");
-            return (
-                StatusCode::NOT_FOUND,
-                Json(json!({"error": "session_not_found", "param": "session_id", "message": message})),
-            )
-                .into_response();
+            return respond::error(StatusCode::NOT_FOUND, "session_not_found", message);
         }
         Err(e) => return failed(&e.to_string()),
     };

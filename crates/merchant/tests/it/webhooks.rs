@@ -303,6 +303,18 @@ async fn without_a_secret_the_route_says_how_to_turn_it_on() {
     let _ = provider.shutdown().await;
 }
 
+/// POSTs `body` as JSON: the status and the JSON answer.
+async fn post_json(client: &Client, url: &str, body: Value) -> (u16, Value) {
+    let resp = client.post(url).json(&body).send().await.expect("the merchant answers");
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
+/// GETs `url` (redirects not followed with this test's client): the status and the JSON.
+async fn get_json(client: &Client, url: &str) -> (u16, Value) {
+    let resp = client.get(url).send().await.expect("the merchant answers");
+    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+}
+
 /// A `checkout.session.completed` event as Stripe shapes it (the fields that matter).
 fn session_completed(event_id: &str, session: &Value) -> String {
     json!({
@@ -340,14 +352,13 @@ async fn in_the_checkout_session_flow_the_success_page_and_the_completed_session
         .await;
         let order = format!("cs-{}-{}", strategy.as_str(), flow.as_str());
         // A load test's order, amount and currency.
-        let opened = client
-            .post(format!("{}/api/checkout-sessions", m.url()))
-            .json(&json!({"order_id": order, "amount": 1500, "currency": "eur"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(opened.status(), 200);
-        let opened: Value = opened.json().await.unwrap();
+        let (status, opened) = post_json(
+            &client,
+            &format!("{}/api/checkout-sessions", m.url()),
+            json!({"order_id": order, "amount": 1500, "currency": "eur"}),
+        )
+        .await;
+        assert_eq!(status, 200, "{opened}");
         assert_eq!(opened["order"], order.as_str());
         let id = opened["id"].as_str().unwrap().to_string();
         let (_, row) = order_of(&client, &m, &order).await;
@@ -403,41 +414,30 @@ async fn in_the_checkout_session_flow_the_success_page_and_the_completed_session
             (json!({"order_id": "no spaces"}), "order_id"),
             (json!({"order_id": "o-x", "amount": -1}), "amount"),
         ] {
-            let bad = client
-                .post(format!("{}/api/checkout-sessions", m.url()))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(bad.status(), 400);
-            let bad: Value = bad.json().await.unwrap();
+            let (status, bad) = post_json(&client, &format!("{}/api/checkout-sessions", m.url()), body).await;
+            assert_eq!(status, 400);
             assert_eq!(bad["param"], param, "{bad}");
         }
-        let bad = client
-            .get(format!("{}/checkout/success?session_id=pi_1", m.url()))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(bad.status(), 400);
-        assert_eq!(bad.json::<Value>().await.unwrap()["param"], "session_id");
-        let unknown = client
-            .get(format!("{}/checkout/success?session_id=cs_test_nope", m.url()))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(unknown.status(), 404);
+        let (status, bad) = get_json(&client, &format!("{}/checkout/success?session_id=pi_1", m.url())).await;
+        assert_eq!((status, &bad["param"]), (400, &json!("session_id")), "{bad}");
+        let (status, _) = get_json(
+            &client,
+            &format!("{}/checkout/success?session_id=cs_test_nope", m.url()),
+        )
+        .await;
+        assert_eq!(status, 404);
         // The order keeps its price: another amount for it is refused, nothing opened.
-        let cheaper = client
-            .post(format!("{}/api/payment-intents", m.url()))
-            .json(&json!({"order_id": order, "amount": 1, "currency": "eur"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(cheaper.status(), 409);
-        let cheaper: Value = cheaper.json().await.unwrap();
+        let (status, cheaper) = post_json(
+            &client,
+            &format!("{}/api/payment-intents", m.url()),
+            json!({"order_id": order, "amount": 1, "currency": "eur"}),
+        )
+        .await;
+        // As POST /checkout answers an order with another amount: 422 order_mismatch.
+        assert_eq!(status, 422);
         assert_eq!(
-            (cheaper["error"].as_str(), cheaper["param"].as_str()),
-            (Some("order_mismatch"), Some("amount"))
+            (cheaper["error"].as_str(), cheaper["order_id"].as_str()),
+            (Some("order_mismatch"), Some(order.as_str()))
         );
         m.shutdown().await;
     }
