@@ -1,6 +1,8 @@
 //! An event: what changed (its [`EventType`]), the object as it was at that moment (a
 //! shared snapshot: the same `Arc` the table held then, so an event costs a pointer, not
-//! a copy), the object before an update (its changed top-level fields become
+//! a copy; `payment_intent.created` of an intent confirmed by the request that created
+//! it shares the confirmed intent and writes it as created, [`View`]), the object before
+//! an update (its changed top-level fields become
 //! `data.previous_attributes`, computed when the event is written), the request that
 //! caused it, and how many webhook endpoints have yet to acknowledge it.
 //!
@@ -97,21 +99,34 @@ pub fn type_matches(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// How an event's object is written from the snapshot it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The snapshot as it is.
+    AsIs,
+    /// A payment intent created and confirmed by one request: the snapshot is the intent
+    /// after its confirmation, written as it was created, before it
+    /// ([`PaymentIntent::as_created`](crate::resources::payment_intents::object::PaymentIntent::as_created)),
+    /// so `payment_intent.created` shares the intent's snapshot instead of holding a copy.
+    IntentAsCreated,
+}
+
 /// One event.
 #[derive(Debug)]
 pub struct Event {
     pub id: EventId,
-    pub kind: EventType,
     /// Unix seconds.
     pub created: i64,
-    /// The object as it was when the event happened.
-    pub object: Reply,
+    /// The object as it was when the event happened (see `view`).
+    object: Reply,
     /// The object just before, on an update: its changed fields are `previous_attributes`.
-    pub previous: Option<Reply>,
+    previous: Option<Box<Reply>>,
     pub request_id: Option<RequestId>,
     pub idempotency_key: Option<IdempotencyKey>,
     /// Webhook endpoints that have not acknowledged it yet.
     pending: AtomicU32,
+    pub kind: EventType,
+    view: View,
     /// A delivery ran out of retries.
     failed: AtomicBool,
 }
@@ -126,16 +141,49 @@ impl Event {
         created: i64,
         pending: u32,
     ) -> Self {
+        Self::with_id(
+            EventId::generate(),
+            kind,
+            (object, View::AsIs),
+            previous,
+            request_id,
+            idempotency_key,
+            created,
+            pending,
+        )
+    }
+
+    /// An event whose id was drawn before (see [`Events::open`](super::store::Events::open)).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_id(
+        id: EventId,
+        kind: EventType,
+        (object, view): (Reply, View),
+        previous: Option<Reply>,
+        request_id: Option<RequestId>,
+        idempotency_key: Option<IdempotencyKey>,
+        created: i64,
+        pending: u32,
+    ) -> Self {
         Self {
-            id: EventId::generate(),
+            id,
             kind,
             created,
             object,
-            previous,
+            view,
+            previous: previous.map(Box::new),
             request_id,
             idempotency_key,
             pending: AtomicU32::new(pending),
             failed: AtomicBool::new(false),
+        }
+    }
+
+    /// The object as the event shows it.
+    pub fn object(&self) -> Reply {
+        match (self.view, &self.object) {
+            (View::IntentAsCreated, Reply::Intent(pi)) => Reply::Intent(Arc::new(pi.as_created())),
+            (_, object) => object.clone(),
         }
     }
 
@@ -175,7 +223,7 @@ impl Event {
     /// it ([`changed`]).
     pub fn previous_attributes(&self) -> Option<Map<String, Value>> {
         let before = self.previous.as_ref()?.json();
-        let after = self.object.json();
+        let after = self.object().json();
         let (Value::Object(before), Value::Object(after)) = (before, after) else {
             return None;
         };
@@ -191,7 +239,7 @@ impl Event {
         write::raw(out, ",\"created\":");
         write::int(out, self.created);
         write::raw(out, ",\"data\":{\"object\":");
-        self.object.write_json(out);
+        self.object().write_json(out);
         if let Some(previous) = self.previous_attributes() {
             write::raw(out, ",\"previous_attributes\":");
             let _ = serde_json::to_writer(&mut *out, &previous);
@@ -360,6 +408,6 @@ mod size {
     #[test]
     fn an_event_is_compact() {
         let n = std::mem::size_of::<super::Event>();
-        assert!(n <= 112, "Event is {n} bytes");
+        assert!(n <= 88, "Event is {n} bytes");
     }
 }

@@ -4,6 +4,10 @@
 //! event TTL) and handed to the [`Publisher`] (webhook delivery) with the webhook
 //! endpoints that want it; `pending_webhooks` starts at their number.
 //!
+//! An event whose object is known only later in the request (an intent created and
+//! confirmed at once) is opened ([`Events::open`]): its id and time are drawn in order,
+//! and it is stored before the events emitted meanwhile.
+//!
 //! Publishing is cheap and never waits: with no endpoint it is one allocation and one
 //! table insert; delivery is queued, never performed, on the request's path.
 
@@ -14,12 +18,14 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::object::{Event, EventType};
+use super::object::{Event, EventType, View};
 use crate::fault_injection::attempt::Attempt;
+use crate::idempotency::key::IdempotencyKey;
 use crate::reply::Reply;
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock::now_unix;
 use crate::state::table::Table;
+use crate::stripe::ids::{EventId, RequestId};
 
 /// Receives every stored event with the endpoints it is to be delivered to.
 pub trait Publisher: Send + Sync {
@@ -46,6 +52,58 @@ pub struct Events {
 
 /// An event kept back while recovering, with the endpoints it was for.
 pub type Deferred = (Arc<Event>, Vec<Arc<WebhookEndpoint>>);
+
+thread_local! {
+    /// The events emitted on this thread inside an [`Opened`] scope, in order.
+    static HELD: std::cell::RefCell<Option<Vec<Deferred>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An event's id, time and cause, drawn by [`Events::open`].
+struct Opening {
+    id: EventId,
+    kind: EventType,
+    created: i64,
+    request_id: RequestId,
+    idempotency_key: Option<IdempotencyKey>,
+    wanted: Vec<Arc<WebhookEndpoint>>,
+}
+
+/// A scope opened by [`Events::open`]: the events this thread emits are held back until
+/// [`Opened::close`] stores the scope's own event first. Dropped without closing (an
+/// early return), the held events are stored all the same, the opened one is not.
+pub struct Opened<'a> {
+    events: &'a Events,
+    first: Option<Opening>,
+}
+
+impl Opened<'_> {
+    /// Stores the opened event about `object` (written through `view`), then the events
+    /// held back since it was opened, in the order they were emitted.
+    pub fn close(mut self, object: Reply, view: View) {
+        if let Some(o) = self.first.take() {
+            let event = Event::with_id(
+                o.id,
+                o.kind,
+                (object, view),
+                None,
+                Some(o.request_id),
+                o.idempotency_key,
+                o.created,
+                o.wanted.len() as u32,
+            );
+            self.events.store(Arc::new(event), o.wanted);
+        }
+    }
+}
+
+impl Drop for Opened<'_> {
+    fn drop(&mut self) {
+        let held = HELD.with_borrow_mut(Option::take).unwrap_or_default();
+        for (event, wanted) in held {
+            self.events.store(event, wanted);
+        }
+    }
+}
 
 impl Default for Events {
     fn default() -> Self {
@@ -110,10 +168,60 @@ impl Events {
     }
 
     /// Stores an event of `kind` about `object` (with `previous`, the object before an
-    /// update), caused by `attempt`, and publishes it.
-    pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) -> Arc<Event> {
+    /// update), caused by `attempt`, and publishes it (or, inside an [`Opened`] scope on
+    /// this thread, holds it back until the scope's own event is stored).
+    pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) {
+        let wanted = self.wanted(kind);
+        let event = Event::new(
+            kind,
+            object,
+            previous,
+            Some(attempt.request_id),
+            attempt.idempotency_key.clone(),
+            now_unix(),
+            wanted.len() as u32,
+        );
+        let now = HELD.with_borrow_mut(|held| match held {
+            Some(held) => {
+                held.push((Arc::new(event), wanted));
+                None
+            }
+            None => Some((event, wanted)),
+        });
+        if let Some((event, wanted)) = now {
+            self.store(Arc::new(event), wanted);
+        }
+    }
+
+    /// Draws the id and time of an event of `kind` caused by `attempt` now, and holds
+    /// back the events this thread emits until [`Opened::close`] stores it, with its
+    /// object, before them. For an event whose object is only known once the request has
+    /// done more (`payment_intent.created` of an intent confirmed by the same request,
+    /// written from the confirmed intent as it was created), its id drawn where it always
+    /// was: the data dir's log replays the ids a request drew, in order.
+    pub fn open<'a>(&'a self, kind: EventType, attempt: &Attempt) -> Opened<'a> {
+        let id = EventId::generate();
+        let created = now_unix();
+        let wanted = self.wanted(kind);
+        let nested = HELD.with_borrow_mut(|held| held.replace(Vec::new()).is_some());
+        debug_assert!(!nested, "Events::open inside an open scope");
+        Opened {
+            events: self,
+            first: Some(Opening {
+                id,
+                kind,
+                created,
+                request_id: attempt.request_id,
+                idempotency_key: attempt.idempotency_key.clone(),
+                wanted,
+            }),
+        }
+    }
+
+    /// The enabled endpoints that want an event of `kind` (none while nobody publishes).
+    fn wanted(&self, kind: EventType) -> Vec<Arc<WebhookEndpoint>> {
         let publishing = self.publisher.get().is_some() || self.deferring.load(Ordering::Relaxed);
-        let wanted: Vec<Arc<WebhookEndpoint>> = match publishing {
+        match publishing {
             true => self
                 .endpoints
                 .load()
@@ -122,25 +230,19 @@ impl Events {
                 .cloned()
                 .collect(),
             false => Vec::new(),
-        };
-        let event = Arc::new(Event::new(
-            kind,
-            object,
-            previous,
-            Some(attempt.request_id),
-            attempt.idempotency_key.clone(),
-            now_unix(),
-            wanted.len() as u32,
-        ));
+        }
+    }
+
+    /// Stores `event` and hands it to the publisher (or keeps it back while recovering).
+    fn store(&self, event: Arc<Event>, wanted: Vec<Arc<WebhookEndpoint>>) {
         self.table.insert(event.clone());
         if !wanted.is_empty() {
             crate::state::trace::owed(self.table.touch_of(&event.id), wanted.len() as u32);
             match self.publisher.get() {
                 Some(publisher) => publisher.publish(&event, &wanted),
-                None => self.deferred.lock().push((event.clone(), wanted)),
+                None => self.deferred.lock().push((event, wanted)),
             }
         }
-        event
     }
 
     /// Forgets events past the TTL; says how many.
@@ -150,5 +252,48 @@ impl Events {
 
     pub fn clear(&self) {
         self.table.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::table::Cursor;
+
+    fn types(events: &Events) -> Vec<&'static str> {
+        let page = events.table.page(Cursor::Start, 10, |_| true);
+        page.items.iter().rev().map(|e| e.kind.as_str()).collect()
+    }
+
+    fn json() -> Reply {
+        Reply::Json(Box::new(serde_json::json!({"id": "x"})))
+    }
+
+    #[test]
+    fn an_opened_event_is_stored_before_those_emitted_while_it_was_open() {
+        let events = Events::default();
+        let attempt = crate::test_support::attempt();
+        let opened = events.open(EventType::PaymentIntentCreated, &attempt);
+        events.emit(EventType::ChargeSucceeded, json(), None, &attempt);
+        events.emit(EventType::ChargeCaptured, json(), None, &attempt);
+        assert!(types(&events).is_empty(), "held back while open");
+        opened.close(json(), View::AsIs);
+        assert_eq!(
+            types(&events),
+            ["payment_intent.created", "charge.succeeded", "charge.captured"]
+        );
+        events.emit(EventType::ChargeRefunded, json(), None, &attempt);
+        assert_eq!(types(&events).len(), 4, "stored at once after the scope");
+    }
+
+    #[test]
+    fn an_opened_scope_dropped_unclosed_loses_none_of_the_held_events() {
+        let events = Events::default();
+        let attempt = crate::test_support::attempt();
+        {
+            let _opened = events.open(EventType::PaymentIntentCreated, &attempt);
+            events.emit(EventType::ChargeFailed, json(), None, &attempt);
+        }
+        assert_eq!(types(&events), ["charge.failed"]);
     }
 }

@@ -208,6 +208,26 @@ impl PaymentIntent {
         text_field(&self.text, |t| &t.description)
     }
 
+    /// The intent as it was created, before the confirmation that the request creating
+    /// it (`confirm=true`) went on to: what `payment_intent.created` shows. A
+    /// confirmation changes only these fields (`PaymentIntents::confirm_locked` and
+    /// `charge_locked`); the create path checks, in debug builds, that this gives back
+    /// the intent it created.
+    pub fn as_created(&self) -> PaymentIntent {
+        PaymentIntent {
+            amount_capturable: 0,
+            amount_received: 0,
+            last_payment_error: None,
+            latest_charge: None,
+            next_action: None,
+            status: match self.card {
+                Some(_) => IntentStatus::RequiresConfirmation,
+                None => IntentStatus::RequiresPaymentMethod,
+            },
+            ..self.clone()
+        }
+    }
+
     /// The random part of `client_secret` (`{id}_secret_{…}`), derived from the id.
     pub fn client_secret(&self) -> Token {
         self.id.token().derived(CLIENT_SECRET)

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::reply::Reply;
 use crate::resources::charges::object::{Charge, NewCharge};
-use crate::resources::events::object::EventType;
+use crate::resources::events::object::{EventType, View};
 use crate::resources::setup_intents::object::Usage;
 use crate::resources::three_ds::action::{payment_gate, Authenticate, Gate, NextAction, Outcome};
 use crate::state::clock::now_unix;
@@ -220,16 +220,18 @@ impl Payments {
             return Err(no_payment_method_to_confirm());
         };
         let mut entry = self.ledger.entry(pi.correlation_id.as_ref(), &pi.id.as_str());
-        // `payment_intent.created` shows the intent as created, before its confirmation.
-        self.events.emit(
-            EventType::PaymentIntentCreated,
-            Reply::Intent(Arc::new(pi.clone())),
-            None,
-            attempt,
-        );
+        // `payment_intent.created` shows the intent as created, before its confirmation:
+        // the confirmed intent is its snapshot, written as created (no copy is kept).
+        // Its id is drawn here, before the confirmation's, and it is stored first.
+        let created = self.events.open(EventType::PaymentIntentCreated, attempt);
+        #[cfg(debug_assertions)]
+        let as_created = pi.to_json();
         let result = self.confirm_locked(&mut pi, card, &mut entry, attempt, how);
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(pi.as_created().to_json(), as_created, "PaymentIntent::as_created");
         let pi = Arc::new(pi);
         self.intents.insert(pi.clone());
+        created.close(Reply::Intent(pi.clone()), View::IntentAsCreated);
         self.emit_intent_outcome(&pi, result.is_err(), attempt);
         drop(entry);
         match result {

@@ -449,3 +449,85 @@ fn cancel_clears_a_pending_authentication() {
     let e = authenticate(&p, &pi, "succeed", "late").unwrap_err();
     assert!(e.message.contains("status is canceled"), "{e}");
 }
+
+/// The events one request made, oldest first.
+fn event_log(p: &Payments) -> Vec<Value> {
+    let all = usize::MAX - 1;
+    let mut events: Vec<Value> = p
+        .events
+        .table
+        .page(crate::state::table::Cursor::Start, all, |_| true)
+        .items
+        .iter()
+        .map(|e| e.to_json())
+        .collect();
+    events.reverse();
+    events
+}
+
+#[test]
+fn created_and_confirmed_at_once_the_created_event_shows_the_intent_before_its_confirmation() {
+    // One intent per outcome a confirmation has: paid, authorised, declined, waiting for
+    // 3-D Secure. `payment_intent.created` is written from the confirmed intent, as created.
+    let cases = [
+        (
+            "pm_card_visa",
+            "",
+            "succeeded",
+            vec!["charge.succeeded", "payment_intent.succeeded"],
+        ),
+        (
+            "pm_card_visa",
+            "&capture_method=manual",
+            "requires_capture",
+            vec!["charge.succeeded", "payment_intent.amount_capturable_updated"],
+        ),
+        (
+            "pm_card_chargeDeclined",
+            "",
+            "requires_payment_method",
+            vec!["charge.failed", "payment_intent.payment_failed"],
+        ),
+        (
+            "pm_card_authenticationRequired",
+            "",
+            "requires_action",
+            vec!["payment_intent.requires_action"],
+        ),
+    ];
+    for (method, extra, status, after) in cases {
+        let p = payments(DuplicatePolicy::Allow);
+        let body = format!("confirm=true&payment_method={method}&metadata[order_id]=o-1&description=d{extra}");
+        let pi = match create(&p, &body) {
+            Ok(pi) => pi,
+            Err(e) => embedded(&e),
+        };
+        assert_eq!(pi["status"], status, "{method}{extra}");
+        let events = event_log(&p);
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        let mut expected = vec!["payment_intent.created"];
+        expected.extend(after);
+        assert_eq!(types, expected, "{method}{extra}: stored in the order they happened");
+        let created = &events[0]["data"]["object"];
+        let mut as_created = pi.clone();
+        for (field, value) in [
+            ("status", Value::from("requires_confirmation")),
+            ("amount_capturable", Value::from(0)),
+            ("amount_received", Value::from(0)),
+            ("latest_charge", Value::Null),
+            ("last_payment_error", Value::Null),
+            ("next_action", Value::Null),
+        ] {
+            as_created[field] = value;
+        }
+        assert_eq!(created, &as_created, "{method}{extra}");
+        let last = &events[events.len() - 1]["data"]["object"];
+        assert_eq!(last, &pi, "{method}{extra}: the outcome shows the intent as it is");
+        assert!(
+            events.iter().all(|e| e["request"]["idempotency_key"] == "create"),
+            "{method}{extra}: every event names the request"
+        );
+        let ids: std::collections::HashSet<&str> = events.iter().map(|e| e["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), events.len(), "{method}{extra}: distinct ids");
+    }
+}
