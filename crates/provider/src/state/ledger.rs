@@ -79,22 +79,37 @@ pub struct LedgerRecord {
     pub amount: u64,
     pub currency: Currency,
     pub payment_intent: Option<PaymentIntentId>,
-    pub charge: Option<ChargeId>,
     pub idempotency_key: Option<IdempotencyKey>,
     pub correlation_id: Option<CorrelationId>,
     pub request_id: RequestId,
-    pub fault: Option<Arc<str>>,
+    /// What most movements do not have (a refund's charge, a Checkout Session, a fault):
+    /// boxed, so that a plain charge's record does not carry their room.
+    rare: Option<Box<Rare>>,
     /// True on the second and later captured charges of one correlation id.
     pub duplicate: bool,
     /// Unix time in milliseconds.
     pub created_ms: u64,
-    /// The Checkout Session the payment was made for.
-    pub checkout_session: Option<CheckoutSessionId>,
     /// The kind of key the request that moved the money presented.
     pub key: KeyKind,
     /// For a captured charge with a correlation id: how many its group holds, this one
     /// included, and where (in its shard) the group's previous charge is.
     group: Option<GroupLink>,
+}
+
+/// A record's fields that most movements leave empty.
+#[derive(Debug, Clone, Default)]
+struct Rare {
+    charge: Option<ChargeId>,
+    checkout_session: Option<CheckoutSessionId>,
+    fault: Option<Arc<str>>,
+}
+
+impl Rare {
+    /// `None` when every field is empty.
+    fn boxed(self) -> Option<Box<Rare>> {
+        let empty = self.charge.is_none() && self.checkout_session.is_none() && self.fault.is_none();
+        (!empty).then(|| Box::new(self))
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +119,21 @@ struct GroupLink {
 }
 
 impl LedgerRecord {
+    /// For a refund: the charge it refunds.
+    pub fn charge(&self) -> Option<ChargeId> {
+        self.rare.as_ref().and_then(|r| r.charge)
+    }
+
+    /// The Checkout Session the payment was made for.
+    pub fn checkout_session(&self) -> Option<CheckoutSessionId> {
+        self.rare.as_ref().and_then(|r| r.checkout_session)
+    }
+
+    /// The fault that acted on the request that moved the money.
+    pub fn fault(&self) -> Option<&Arc<str>> {
+        self.rare.as_ref().and_then(|r| r.fault.as_ref())
+    }
+
     /// The charge (`ch_…`) or refund (`re_…`).
     pub fn id(&self) -> MovementId {
         match self.kind {
@@ -124,14 +154,14 @@ impl Serialize for LedgerRecord {
         o.serialize_field("currency", &self.currency)?;
         o.serialize_field("status", "succeeded")?;
         o.serialize_field("payment_intent", &self.payment_intent)?;
-        o.serialize_field("charge", &self.charge)?;
+        o.serialize_field("charge", &self.charge())?;
         o.serialize_field("idempotency_key", &self.idempotency_key)?;
         o.serialize_field("correlation_id", &self.correlation_id)?;
         o.serialize_field("request_id", &self.request_id)?;
-        o.serialize_field("fault", &self.fault)?;
+        o.serialize_field("fault", &self.fault())?;
         o.serialize_field("duplicate", &self.duplicate)?;
         o.serialize_field("created_ms", &self.created_ms)?;
-        o.serialize_field("checkout_session", &self.checkout_session)?;
+        o.serialize_field("checkout_session", &self.checkout_session())?;
         o.serialize_field("key_type", &self.key)?;
         o.end()
     }
@@ -660,14 +690,17 @@ impl LedgerEntry<'_> {
             amount: m.amount,
             currency: m.currency,
             payment_intent: m.payment_intent,
-            charge: m.charge,
             idempotency_key: m.attempt.idempotency_key,
             correlation_id: self.correlation_id.clone(),
             request_id: m.attempt.request_id,
-            fault: m.attempt.fault,
+            rare: Rare {
+                charge: m.charge,
+                checkout_session: m.checkout_session,
+                fault: m.attempt.fault,
+            }
+            .boxed(),
             duplicate,
             created_ms: now_ms(),
-            checkout_session: m.checkout_session,
             key: m.attempt.key,
             group: link,
         });
@@ -685,6 +718,21 @@ impl LedgerEntry<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plain charge's record carries no room for what only refunds, Checkout Sessions
+    /// and faults have.
+    #[test]
+    fn a_record_is_compact_and_keeps_its_rare_fields() {
+        let n = std::mem::size_of::<LedgerRecord>();
+        assert!(n <= 128, "LedgerRecord is {n} bytes");
+        assert!(Rare::default().boxed().is_none());
+        let fault: Arc<str> = Arc::from("drop_response");
+        let rare = Rare {
+            fault: Some(fault.clone()),
+            ..Rare::default()
+        };
+        assert_eq!(rare.boxed().and_then(|r| r.fault), Some(fault));
+    }
 
     fn charge(ledger: &Ledger, corr: Option<&str>, amount: u64) -> Arc<LedgerRecord> {
         let c = corr.map(CorrelationId::new);

@@ -277,7 +277,7 @@ fn ledger_table(records: &[std::sync::Arc<LedgerRecord>]) -> Markup {
                     td { (money(r.amount, r.currency.code())) }
                     td.mono { (r.idempotency_key.as_ref().map_or("—", |k| k.as_str())) }
                     td.mono { (r.request_id.as_str()) }
-                    td { @if let Some(f) = &r.fault { span.tag.warn { (f) } } }
+                    td { @if let Some(f) = r.fault() { span.tag.warn { (f) } } }
                     td.mono { (clock(r.created_ms)) }
                 } }
             }
