@@ -113,10 +113,13 @@ pub fn open(
     // from the log's size (its history), and replay retires as the provider did.
     let retain = config.retain;
     let app = Provider::recovering(config);
-    if retain.is_none() {
-        app.reserve(payments_in_log(dir));
-    }
     let mut replay = Replay::new(&app);
+    if retain.is_none() {
+        let payments = payments_in_log(dir);
+        app.reserve(payments);
+        // Best effort, as `Provider::reserve`: one request id a write.
+        let _ = replay.seen.try_reserve(payments);
+    }
     // With --retain the log is compacted: what compaction needs of each record is kept,
     // and the keys each write touches are noted as it runs again.
     let mut metas = retain.map(|_| Vec::new());

@@ -12,6 +12,7 @@
 use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use crate::state::shard::{self, Hasher, Sharded};
@@ -101,37 +102,39 @@ impl<V: Keyed + Clone> Table<V> {
 
     /// Stores `value` under its key (replacing an object with the same key in place).
     pub fn insert(&self, value: V) {
-        let key = value.key();
-        let hash = self.hash(&key);
-        trace::write(self.tag, hash);
-        let mut shard = self.shards.lock(&key);
-        if let Some(i) = shard.position(hash, &key) {
-            shard.rows[i].1 = value;
-            return;
-        }
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let position = shard.rows.len() as u32;
-        shard.rows.push((seq, value));
-        let Shard { index, rows } = &mut *shard;
-        index.insert_unique(hash, position, rehash(&self.hasher, rows));
+        self.put(value, true);
     }
 
     /// Stores `value` unless an object with its key is there: whether it was stored (an
     /// insert-if-absent under the shard's lock, for ids a client chooses).
     pub fn insert_new(&self, value: V) -> bool {
+        self.put(value, false)
+    }
+
+    /// Stores `value` as a new row, or over the row with its key when `replace` says so;
+    /// whether it was stored. One probe of the index finds the key or the slot for it.
+    fn put(&self, value: V, replace: bool) -> bool {
         let key = value.key();
         let hash = self.hash(&key);
         trace::write(self.tag, hash);
         let mut shard = self.shards.lock(&key);
-        if shard.position(hash, &key).is_some() {
-            return false;
-        }
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let position = shard.rows.len() as u32;
-        shard.rows.push((seq, value));
         let Shard { index, rows } = &mut *shard;
-        index.insert_unique(hash, position, rehash(&self.hasher, rows));
-        true
+        let position = rows.len() as u32;
+        let found = index.entry(hash, |&i| rows[i as usize].1.key() == key, rehash(&self.hasher, rows));
+        match found {
+            Entry::Occupied(at) => {
+                if replace {
+                    rows[*at.get() as usize].1 = value;
+                }
+                replace
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(position);
+                let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+                rows.push((seq, value));
+                true
+            }
+        }
     }
 
     /// Makes room for about `n` more objects, so that inserting them never grows the
