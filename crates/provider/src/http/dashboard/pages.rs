@@ -224,7 +224,7 @@ pub fn payments(list: &PaymentList, filter: &PaymentFilter) -> Markup {
                 @if list.charges.is_empty() { tr { td colspan="7" .muted { "No charge matches." } } }
                 @for ch in &list.charges { tr {
                     td { (payment_link(&ch.id.as_str())) }
-                    td { (status_tag(if ch.decline.is_some() { "failed" } else if ch.captured { "succeeded" } else { "uncaptured" })) }
+                    td { (status_tag(if ch.decline().is_some() { "failed" } else if ch.captured { "succeeded" } else { "uncaptured" })) }
                     td { (money(ch.amount, ch.currency.code())) }
                     td { (money(ch.amount_captured, ch.currency.code())) }
                     td { (money(ch.amount_refunded, ch.currency.code())) }
@@ -317,7 +317,7 @@ pub fn payment(v: &PaymentView) -> Markup {
                     td { (money(c.amount, c.currency.code())) }
                     td { (money(c.amount_captured, c.currency.code())) }
                     td { (money(c.amount_refunded, c.currency.code())) }
-                    td { @if let Some(d) = &c.decline { span.tag.bad { (d.decline_code) } } @else { span.tag.ok { "paid" } } }
+                    td { @if let Some(d) = c.decline() { span.tag.bad { (d.decline_code) } } @else { span.tag.ok { "paid" } } }
                 } }
             }
         } }

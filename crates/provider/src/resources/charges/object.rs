@@ -33,9 +33,6 @@ pub struct Charge {
     pub captured: bool,
     pub created: i64,
     pub currency: Currency,
-    /// The customer of the payment intent it was made for, if it has one.
-    pub customer: Option<CustomerId>,
-    pub description: Option<Box<str>>,
     pub metadata: Metadata,
     pub payment_intent: Option<PaymentIntentId>,
     pub payment_method: Option<PaymentMethodId>,
@@ -43,9 +40,24 @@ pub struct Charge {
     pub status: ChargeStatus,
     /// The card charged: `payment_method_details` is written from it.
     pub card: &'static TestCard,
-    /// Why the issuer declined, if it did: `failure_code`, `failure_message`, `outcome`.
-    pub decline: Option<Box<Decline>>,
+    /// Its customer, description and decline, which most charges have none of: boxed, so
+    /// that a plain charge does not carry their room.
+    rare: Option<Box<Rare>>,
     pub correlation_id: Option<CorrelationId>,
+}
+
+/// A charge's fields that most charges leave empty.
+#[derive(Debug, Clone, Default)]
+struct Rare {
+    customer: Option<CustomerId>,
+    description: Option<Box<str>>,
+    decline: Option<Decline>,
+}
+
+impl Rare {
+    fn is_empty(&self) -> bool {
+        self.customer.is_none() && self.description.is_none() && self.decline.is_none()
+    }
 }
 
 /// What a new charge is made of.
@@ -76,8 +88,6 @@ impl Charge {
             captured,
             created: now_unix(),
             currency: new.currency,
-            customer: None,
-            description: new.description,
             metadata: new.metadata.clone(),
             payment_intent: new.payment_intent,
             payment_method: new.payment_method,
@@ -88,9 +98,47 @@ impl Charge {
                 ChargeStatus::Failed
             },
             card: new.card,
-            decline: new.decline.map(Box::new),
+            rare: None,
             correlation_id: new.correlation_id,
         }
+        .with_rare(|r| {
+            r.description = new.description;
+            r.decline = new.decline;
+        })
+    }
+
+    /// The charge with its rare fields changed by `f`.
+    fn with_rare(mut self, f: impl FnOnce(&mut Rare)) -> Self {
+        self.change_rare(f);
+        self
+    }
+
+    fn change_rare(&mut self, f: impl FnOnce(&mut Rare)) {
+        let mut rare = self.rare.take().map(|r| *r).unwrap_or_default();
+        f(&mut rare);
+        self.rare = (!rare.is_empty()).then(|| Box::new(rare));
+    }
+
+    /// The customer of the payment intent it was made for, if it has one.
+    pub fn customer(&self) -> Option<CustomerId> {
+        self.rare.as_ref().and_then(|r| r.customer)
+    }
+
+    pub fn set_customer(&mut self, customer: Option<CustomerId>) {
+        self.change_rare(|r| r.customer = customer);
+    }
+
+    pub fn description(&self) -> Option<&str> {
+        self.rare.as_ref().and_then(|r| r.description.as_deref())
+    }
+
+    pub fn set_description(&mut self, description: Option<Box<str>>) {
+        self.change_rare(|r| r.description = description);
+    }
+
+    /// Why the issuer declined, if it did: `failure_code`, `failure_message`, `outcome`.
+    pub fn decline(&self) -> Option<&Decline> {
+        self.rare.as_ref().and_then(|r| r.decline.as_ref())
     }
 
     /// The random part of `balance_transaction` (`txn_…`), once money moved.
@@ -110,7 +158,7 @@ impl Charge {
     /// Appends this charge's JSON (the bytes `serde_json::to_vec` would give).
     pub fn write_json(&self, out: &mut Vec<u8>) {
         use write::*;
-        let decline = self.decline.as_deref();
+        let decline = self.decline();
         let card = self.card;
         raw(out, "{\"id\":");
         plain(out, &self.id.as_str());
@@ -142,9 +190,9 @@ impl Charge {
         raw(out, ",\"currency\":");
         plain(out, self.currency.code());
         raw(out, ",\"customer\":");
-        opt_plain(out, self.customer.map(|c| c.as_str()).as_deref());
+        opt_plain(out, self.customer().map(|c| c.as_str()).as_deref());
         raw(out, ",\"description\":");
-        opt_text(out, self.description.as_deref());
+        opt_text(out, self.description());
         raw(
             out,
             ",\"disputed\":false,\"failure_balance_transaction\":null,\"failure_code\":",
@@ -281,7 +329,7 @@ struct Checks {
 
 impl Serialize for Charge {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let decline = self.decline.as_deref();
+        let decline = self.decline();
         let card = self.card;
         let mut o = s.serialize_struct("Charge", 42)?;
         o.serialize_field("id", &self.id)?;
@@ -316,8 +364,8 @@ impl Serialize for Charge {
         o.serialize_field("captured", &self.captured)?;
         o.serialize_field("created", &self.created)?;
         o.serialize_field("currency", &self.currency)?;
-        o.serialize_field("customer", &self.customer)?;
-        o.serialize_field("description", &self.description)?;
+        o.serialize_field("customer", &self.customer())?;
+        o.serialize_field("description", &self.description())?;
         o.serialize_field("disputed", &false)?;
         o.serialize_field("failure_balance_transaction", &Null)?;
         o.serialize_field("failure_code", &decline.map(|d| &*d.code))?;
@@ -397,5 +445,40 @@ impl Keyed for Arc<Charge> {
     type Key = ChargeId;
     fn key(&self) -> ChargeId {
         self.id
+    }
+}
+
+#[cfg(test)]
+mod size {
+    use super::*;
+
+    /// A plain charge carries no room for a customer, description or decline: with its
+    /// `Arc`'s counts it fits a 160-byte block.
+    #[test]
+    fn a_charge_is_compact_and_keeps_its_rare_fields() {
+        let n = std::mem::size_of::<Charge>();
+        assert!(n <= 144, "Charge is {n} bytes");
+        let mut c = Charge::new(NewCharge {
+            amount: 100,
+            currency: Currency::parse("usd").unwrap(),
+            card: &crate::stripe::cards::CARDS[0],
+            decline: None,
+            capture: true,
+            payment_intent: None,
+            payment_method: None,
+            description: Some("d".into()),
+            metadata: &Metadata::new(),
+            correlation_id: None,
+        });
+        assert_eq!(
+            (c.description(), c.customer(), c.decline().is_some()),
+            (Some("d"), None, false)
+        );
+        let customer = CustomerId::generate();
+        c.set_customer(Some(customer));
+        c.set_description(None);
+        assert_eq!((c.description(), c.customer()), (None, Some(customer)));
+        c.set_customer(None);
+        assert!(c.rare.is_none(), "emptied: the box is gone");
     }
 }

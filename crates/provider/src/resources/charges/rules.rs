@@ -158,7 +158,7 @@ impl Payments {
             |c| {
                 c.metadata = metadata_update(&c.metadata, p)?;
                 if let Some(d) = description {
-                    c.description = d;
+                    c.set_description(d);
                 }
                 Ok(())
             },

@@ -60,7 +60,7 @@ impl Payments {
             !self.events.expired(e, now)
                 && kind.is_none_or(|k| type_matches(k, name))
                 && kinds.as_ref().is_none_or(|ks| ks.contains(&name))
-                && created.contains(e.created)
+                && created.contains(e.created())
                 && delivered.is_none_or(|d| e.delivered() == d)
         };
         list_page(&self.events.table, p, "/v1/events", EventId::parse, keep, |e| {

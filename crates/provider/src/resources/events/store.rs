@@ -127,7 +127,7 @@ impl Events {
 
     /// Whether `event` has outlived the TTL at `now` (Unix seconds).
     pub fn expired(&self, event: &Event, now: i64) -> bool {
-        event.created.saturating_add(self.ttl_secs.load(Ordering::Relaxed)) < now
+        event.created().saturating_add(self.ttl_secs.load(Ordering::Relaxed)) < now
     }
 
     /// Installs the publisher (once; later calls are ignored).

@@ -497,7 +497,7 @@ impl Payments {
             metadata: &pi.metadata,
             correlation_id: pi.correlation_id.clone(),
         });
-        charge.customer = pi.customer().and_then(CustomerId::parse);
+        charge.set_customer(pi.customer().and_then(CustomerId::parse));
         pi.latest_charge = Some(charge.id);
         if let Some(d) = decline {
             pi.status = IntentStatus::RequiresPaymentMethod;

@@ -229,7 +229,7 @@ impl Payments {
             // A session's `price_data` price and product go with it.
             + self.prices.retain(|o| !o.inline || o.created >= cutoff)
             + self.products.retain(|o| !o.inline || o.created >= cutoff)
-            + self.events.table.retain(|e| e.created >= cutoff)
+            + self.events.table.retain(|e| e.created() >= cutoff)
             + self
                 .payment_methods
                 .retain(|pm| pm.created >= cutoff || matches!(pm.attachment, Attachment::Customer(_)))

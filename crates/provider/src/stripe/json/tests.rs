@@ -75,7 +75,7 @@ fn written_json_is_exactly_the_serialised_json() {
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
         charge.refunded = true;
         charge.payment_intent = None;
-        charge.customer = Some(CustomerId::generate());
+        charge.set_customer(Some(CustomerId::generate()));
         let mut out = Vec::new();
         charge.write_json(&mut out);
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
