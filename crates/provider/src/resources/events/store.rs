@@ -71,9 +71,14 @@ struct Opening {
 /// A scope opened by [`Events::open`]: the events this thread emits are held back until
 /// [`Opened::close`] stores the scope's own event first. Dropped without closing (an
 /// early return), the held events are stored all the same, the opened one is not.
+/// Scopes nest: an inner scope's events join the outer one's, in order.
 pub struct Opened<'a> {
     events: &'a Events,
     first: Option<Opening>,
+    /// The scope's own event, once closed: stored (or held by `outer`) on drop.
+    closed: Option<Deferred>,
+    /// The events an enclosing scope holds, put back when this one ends.
+    outer: Option<Vec<Deferred>>,
 }
 
 impl Opened<'_> {
@@ -91,16 +96,18 @@ impl Opened<'_> {
                 o.created,
                 o.wanted.len() as u32,
             );
-            self.events.store(Arc::new(event), o.wanted);
+            self.closed = Some((Arc::new(event), o.wanted));
         }
     }
 }
 
 impl Drop for Opened<'_> {
     fn drop(&mut self) {
-        let held = HELD.with_borrow_mut(Option::take).unwrap_or_default();
-        for (event, wanted) in held {
-            self.events.store(event, wanted);
+        let held = HELD
+            .with_borrow_mut(|held| std::mem::replace(held, self.outer.take()))
+            .unwrap_or_default();
+        for (event, wanted) in self.closed.take().into_iter().chain(held) {
+            self.events.store_or_hold(event, wanted);
         }
     }
 }
@@ -181,16 +188,7 @@ impl Events {
             now_unix(),
             wanted.len() as u32,
         );
-        let now = HELD.with_borrow_mut(|held| match held {
-            Some(held) => {
-                held.push((Arc::new(event), wanted));
-                None
-            }
-            None => Some((event, wanted)),
-        });
-        if let Some((event, wanted)) = now {
-            self.store(Arc::new(event), wanted);
-        }
+        self.store_or_hold(Arc::new(event), wanted);
     }
 
     /// Draws the id and time of an event of `kind` caused by `attempt` now, and holds
@@ -203,10 +201,11 @@ impl Events {
         let id = EventId::generate();
         let created = now_unix();
         let wanted = self.wanted(kind);
-        let nested = HELD.with_borrow_mut(|held| held.replace(Vec::new()).is_some());
-        debug_assert!(!nested, "Events::open inside an open scope");
+        let outer = HELD.with_borrow_mut(|held| held.replace(Vec::new()));
         Opened {
             events: self,
+            outer,
+            closed: None,
             first: Some(Opening {
                 id,
                 kind,
@@ -230,6 +229,20 @@ impl Events {
                 .cloned()
                 .collect(),
             false => Vec::new(),
+        }
+    }
+
+    /// Stores `event`, or holds it back while an [`Opened`] scope is open on this thread.
+    fn store_or_hold(&self, event: Arc<Event>, wanted: Vec<Arc<WebhookEndpoint>>) {
+        let now = HELD.with_borrow_mut(|held| match held {
+            Some(held) => {
+                held.push((event, wanted));
+                None
+            }
+            None => Some((event, wanted)),
+        });
+        if let Some((event, wanted)) = now {
+            self.store(event, wanted);
         }
     }
 
@@ -284,6 +297,30 @@ mod tests {
         );
         events.emit(EventType::ChargeRefunded, json(), None, &attempt);
         assert_eq!(types(&events).len(), 4, "stored at once after the scope");
+    }
+
+    #[test]
+    fn scopes_nest_and_keep_the_order_events_happened_in() {
+        let events = Events::default();
+        let attempt = crate::test_support::attempt();
+        let outer = events.open(EventType::PaymentIntentCreated, &attempt);
+        events.emit(EventType::ChargeSucceeded, json(), None, &attempt);
+        let inner = events.open(EventType::CustomerCreated, &attempt);
+        events.emit(EventType::PaymentMethodAttached, json(), None, &attempt);
+        inner.close(json(), View::AsIs);
+        events.emit(EventType::PaymentIntentSucceeded, json(), None, &attempt);
+        assert!(types(&events).is_empty(), "the inner scope's events join the outer's");
+        outer.close(json(), View::AsIs);
+        assert_eq!(
+            types(&events),
+            [
+                "payment_intent.created",
+                "charge.succeeded",
+                "customer.created",
+                "payment_method.attached",
+                "payment_intent.succeeded"
+            ]
+        );
     }
 
     #[test]
