@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 use crate::error::ApiError;
@@ -114,21 +115,26 @@ struct Attempts {
 impl Attempts {
     /// Counts one more attempt of `identity` at `now_ns`; returns its number (1 for the first).
     fn next(&mut self, hash: u64, identity: &Arc<str>, now_ns: i64, hasher: &Hasher) -> u32 {
-        if let Some(c) = self.table.find_mut(hash, |c| *c.identity == **identity) {
-            c.count = c.count.saturating_add(1);
-            c.last_ns = now_ns;
-            return c.count;
+        // One probe finds the identity or the slot for it.
+        match self
+            .table
+            .entry(hash, |c| *c.identity == **identity, identity_hash(hasher))
+        {
+            Entry::Occupied(mut found) => {
+                let c = found.get_mut();
+                c.count = c.count.saturating_add(1);
+                c.last_ns = now_ns;
+                c.count
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(Counted {
+                    identity: identity.clone(),
+                    count: 1,
+                    last_ns: now_ns,
+                });
+                1
+            }
         }
-        self.table.insert_unique(
-            hash,
-            Counted {
-                identity: identity.clone(),
-                count: 1,
-                last_ns: now_ns,
-            },
-            identity_hash(hasher),
-        );
-        1
     }
 }
 
