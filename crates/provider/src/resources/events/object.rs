@@ -133,40 +133,31 @@ pub struct Event {
 /// The bit of `Event::deliveries` that says a delivery ran out of retries.
 const FAILED: u16 = 1 << 15;
 
-impl Event {
-    pub fn new(
-        kind: EventType,
-        object: Reply,
-        previous: Option<Reply>,
-        request_id: Option<RequestId>,
-        idempotency_key: Option<IdempotencyKey>,
-        created: i64,
-        pending: u32,
-    ) -> Self {
-        Self::with_id(
-            EventId::generate(),
-            kind,
-            (object, View::AsIs),
-            previous,
-            request_id,
-            idempotency_key,
-            created,
-            pending,
-        )
-    }
+/// Who caused an event, and when.
+#[derive(Debug, Clone)]
+pub struct Cause {
+    pub request_id: Option<RequestId>,
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Unix seconds.
+    pub created: i64,
+}
 
-    /// An event whose id was drawn before (see [`Events::open`](super::store::Events::open)).
-    #[allow(clippy::too_many_arguments)]
-    pub fn with_id(
+impl Event {
+    /// An event `id` of `kind` about `object` (written through `view`), with `previous`,
+    /// the object before an update, and `pending` webhook endpoints to acknowledge it.
+    pub fn new(
         id: EventId,
         kind: EventType,
         (object, view): (Reply, View),
         previous: Option<Reply>,
-        request_id: Option<RequestId>,
-        idempotency_key: Option<IdempotencyKey>,
-        created: i64,
+        cause: Cause,
         pending: u32,
     ) -> Self {
+        let Cause {
+            request_id,
+            idempotency_key,
+            created,
+        } = cause;
         Self {
             id,
             kind,
@@ -311,6 +302,15 @@ mod tests {
     use crate::stripe::ids::CustomerId;
     use crate::stripe::json::Metadata;
 
+    /// The cause of an event no request made, at `created`.
+    pub(super) fn anonymous(created: i64) -> Cause {
+        Cause {
+            request_id: None,
+            idempotency_key: None,
+            created,
+        }
+    }
+
     fn customer(name: Option<&str>) -> Arc<Customer> {
         static ID: std::sync::OnceLock<CustomerId> = std::sync::OnceLock::new();
         Arc::new(Customer {
@@ -370,12 +370,15 @@ mod tests {
     fn json_has_stripes_shape_and_previous_attributes_name_only_changes() {
         let req = RequestId::generate();
         let e = Event::new(
+            EventId::generate(),
             EventType::CustomerUpdated,
-            Reply::Customer(customer(Some("new"))),
+            (Reply::Customer(customer(Some("new"))), View::AsIs),
             Some(Reply::Customer(customer(Some("old")))),
-            Some(req),
-            Some(IdempotencyKey::parse("k1").unwrap()),
-            1_700_000_001,
+            Cause {
+                request_id: Some(req),
+                idempotency_key: Some(IdempotencyKey::parse("k1").unwrap()),
+                created: 1_700_000_001,
+            },
             2,
         );
         let v = e.to_json();
@@ -394,12 +397,11 @@ mod tests {
         assert_eq!(e.pending_webhooks(), 0, "never below zero");
         assert!(e.delivered());
         let created = Event::new(
+            EventId::generate(),
             EventType::CustomerCreated,
-            Reply::Customer(customer(None)),
+            (Reply::Customer(customer(None)), View::AsIs),
             None,
-            None,
-            None,
-            1,
+            anonymous(1),
             0,
         )
         .to_json();
@@ -413,17 +415,17 @@ mod tests {
 
 #[cfg(test)]
 mod deliveries {
+    use super::tests::anonymous;
     use super::*;
 
     #[test]
     fn pending_counts_and_the_failed_mark_do_not_touch_each_other() {
         let e = Event::new(
+            EventId::generate(),
             EventType::ChargeSucceeded,
-            Reply::Json(Box::new(serde_json::json!({}))),
+            (Reply::Json(Box::new(serde_json::json!({}))), View::AsIs),
             None,
-            None,
-            None,
-            -5,
+            anonymous(-5),
             2,
         );
         assert_eq!(e.created(), 0, "a time before 1970 is written as 0");
@@ -437,12 +439,11 @@ mod deliveries {
         e.pending_again();
         assert_eq!((e.pending_webhooks(), e.failed(), e.delivered()), (1, true, false));
         let many = Event::new(
+            EventId::generate(),
             EventType::ChargeSucceeded,
-            Reply::Json(Box::default()),
+            (Reply::Json(Box::default()), View::AsIs),
             None,
-            None,
-            None,
-            1,
+            anonymous(1),
             u32::MAX,
         );
         many.pending_again();

@@ -18,14 +18,13 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::object::{Event, EventType, View};
+use super::object::{Cause, Event, EventType, View};
 use crate::fault_injection::attempt::Attempt;
-use crate::idempotency::key::IdempotencyKey;
 use crate::reply::Reply;
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock::now_unix;
 use crate::state::table::Table;
-use crate::stripe::ids::{EventId, RequestId};
+use crate::stripe::ids::EventId;
 
 /// Receives every stored event with the endpoints it is to be delivered to.
 pub trait Publisher: Send + Sync {
@@ -58,13 +57,20 @@ thread_local! {
     static HELD: std::cell::RefCell<Option<Vec<Deferred>>> = const { std::cell::RefCell::new(None) };
 }
 
+/// The cause of an event `attempt` makes now.
+fn cause(attempt: &Attempt) -> Cause {
+    Cause {
+        request_id: Some(attempt.request_id),
+        idempotency_key: attempt.idempotency_key.clone(),
+        created: now_unix(),
+    }
+}
+
 /// An event's id, time and cause, drawn by [`Events::open`].
 struct Opening {
     id: EventId,
     kind: EventType,
-    created: i64,
-    request_id: RequestId,
-    idempotency_key: Option<IdempotencyKey>,
+    cause: Cause,
     wanted: Vec<Arc<WebhookEndpoint>>,
 }
 
@@ -86,16 +92,7 @@ impl Opened<'_> {
     /// held back since it was opened, in the order they were emitted.
     pub fn close(mut self, object: Reply, view: View) {
         if let Some(o) = self.first.take() {
-            let event = Event::with_id(
-                o.id,
-                o.kind,
-                (object, view),
-                None,
-                Some(o.request_id),
-                o.idempotency_key,
-                o.created,
-                o.wanted.len() as u32,
-            );
+            let event = Event::new(o.id, o.kind, (object, view), None, o.cause, o.wanted.len() as u32);
             self.closed = Some((Arc::new(event), o.wanted));
         }
     }
@@ -180,12 +177,11 @@ impl Events {
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) {
         let wanted = self.wanted(kind);
         let event = Event::new(
+            EventId::generate(),
             kind,
-            object,
+            (object, View::AsIs),
             previous,
-            Some(attempt.request_id),
-            attempt.idempotency_key.clone(),
-            now_unix(),
+            cause(attempt),
             wanted.len() as u32,
         );
         self.store_or_hold(Arc::new(event), wanted);
@@ -199,7 +195,7 @@ impl Events {
     /// was: the data dir's log replays the ids a request drew, in order.
     pub fn open<'a>(&'a self, kind: EventType, attempt: &Attempt) -> Opened<'a> {
         let id = EventId::generate();
-        let created = now_unix();
+        let cause = cause(attempt);
         let wanted = self.wanted(kind);
         let outer = HELD.with_borrow_mut(|held| held.replace(Vec::new()));
         Opened {
@@ -209,9 +205,7 @@ impl Events {
             first: Some(Opening {
                 id,
                 kind,
-                created,
-                request_id: attempt.request_id,
-                idempotency_key: attempt.idempotency_key.clone(),
+                cause,
                 wanted,
             }),
         }
