@@ -52,9 +52,12 @@ pub struct Events {
 /// An event kept back while recovering, with the endpoints it was for.
 pub type Deferred = (Arc<Event>, Vec<Arc<WebhookEndpoint>>);
 
+/// The events emitted on this thread inside an [`Opened`] scope, in order, and the store
+/// (its address) whose scope holds them: another store's events are not held.
+type Held = (usize, Vec<Deferred>);
+
 thread_local! {
-    /// The events emitted on this thread inside an [`Opened`] scope, in order.
-    static HELD: std::cell::RefCell<Option<Vec<Deferred>>> = const { std::cell::RefCell::new(None) };
+    static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
 }
 
 /// The cause of an event `attempt` makes now.
@@ -84,7 +87,7 @@ pub struct Opened<'a> {
     /// The scope's own event, once closed: stored (or held by `outer`) on drop.
     closed: Option<Deferred>,
     /// The events an enclosing scope holds, put back when this one ends.
-    outer: Option<Vec<Deferred>>,
+    outer: Option<Held>,
 }
 
 impl Opened<'_> {
@@ -102,6 +105,7 @@ impl Drop for Opened<'_> {
     fn drop(&mut self) {
         let held = HELD
             .with_borrow_mut(|held| std::mem::replace(held, self.outer.take()))
+            .map(|(_, held)| held)
             .unwrap_or_default();
         for (event, wanted) in self.closed.take().into_iter().chain(held) {
             self.events.store_or_hold(event, wanted);
@@ -197,7 +201,7 @@ impl Events {
         let id = EventId::generate();
         let cause = cause(attempt);
         let wanted = self.wanted(kind);
-        let outer = HELD.with_borrow_mut(|held| held.replace(Vec::new()));
+        let outer = HELD.with_borrow_mut(|held| held.replace((self.address(), Vec::new())));
         Opened {
             events: self,
             outer,
@@ -226,14 +230,20 @@ impl Events {
         }
     }
 
-    /// Stores `event`, or holds it back while an [`Opened`] scope is open on this thread.
+    /// This store's identity in [`HELD`].
+    fn address(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// Stores `event`, or holds it back while an [`Opened`] scope of this store is open
+    /// on this thread.
     fn store_or_hold(&self, event: Arc<Event>, wanted: Vec<Arc<WebhookEndpoint>>) {
         let now = HELD.with_borrow_mut(|held| match held {
-            Some(held) => {
+            Some((scope, held)) if *scope == self.address() => {
                 held.push((event, wanted));
                 None
             }
-            None => Some((event, wanted)),
+            _ => Some((event, wanted)),
         });
         if let Some((event, wanted)) = now {
             self.store(event, wanted);
@@ -315,6 +325,17 @@ mod tests {
                 "payment_intent.succeeded"
             ]
         );
+    }
+
+    #[test]
+    fn another_stores_events_are_not_held_by_a_scope() {
+        let (events, other) = (Events::default(), Events::default());
+        let attempt = crate::test_support::attempt();
+        let opened = events.open(EventType::PaymentIntentCreated, &attempt);
+        other.emit(EventType::CustomerCreated, json(), None, &attempt);
+        assert_eq!(types(&other), ["customer.created"], "stored at once, in its own store");
+        opened.close(json(), View::AsIs);
+        assert_eq!(types(&events), ["payment_intent.created"]);
     }
 
     #[test]
