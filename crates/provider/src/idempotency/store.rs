@@ -357,20 +357,34 @@ impl IdempotencyStore {
         if age >= self.ttl() {
             return;
         }
-        if let Begin::Proceed(claim) = self.begin(api_key, key, fingerprint, now) {
-            let created = self
-                .since_epoch(now)
-                .saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
-            let hash = scoped_hash(&self.hasher, api_key, key);
-            let mut shard = self.shards.lock(&hash);
-            if let Some(position) = shard.position(hash, api_key, key) {
-                if let Some(e) = shard.entries[position].as_mut() {
-                    e.record.created = created;
-                }
+        // What a claim completed at once would store, under one lock and one lookup: a
+        // key stored and not expired keeps its response (as `begin` would refuse a
+        // second claim); an expired one is replaced.
+        let now = self.since_epoch(now);
+        let created = now.saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
+        let hash = scoped_hash(&self.hasher, api_key, key);
+        let mut shard = self.shards.lock(&hash);
+        if let Some(position) = shard.position(hash, api_key, key) {
+            if shard.entries[position]
+                .as_ref()
+                .is_some_and(|e| !self.expired(&e.record, now))
+            {
+                return;
             }
-            drop(shard);
-            claim.complete(response);
+            shard.remove(hash, position);
         }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let entry = Entry {
+            api_key: api_key.clone(),
+            key: key.clone(),
+            record: Record {
+                fingerprint,
+                state: Some(response),
+                created,
+                token,
+            },
+        };
+        shard.insert(hash, entry, &self.hasher);
     }
 
     /// Drops responses older than the TTL; returns how many went.
@@ -498,6 +512,40 @@ mod tests {
 
     fn keys() -> (ApiKey, IdempotencyKey) {
         (ApiKey::new("sk_test_a"), IdempotencyKey::parse("k1").unwrap())
+    }
+
+    fn replayed_status(s: &Arc<IdempotencyStore>, now: Instant) -> Option<u16> {
+        let (a, k) = keys();
+        match s.begin(&a, &k, fp("1"), now) {
+            Begin::Replay(r) => Some(r.status),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_restored_key_replays_its_response_until_its_age_reaches_the_ttl() {
+        let s = IdempotencyStore::new(Duration::from_secs(60));
+        let (a, k) = keys();
+        let now = Instant::now();
+        s.restore(&a, &k, fp("1"), resp(402), now, Duration::from_secs(70));
+        assert_eq!(s.len(), 0, "older than the TTL: not stored");
+        s.restore(&a, &k, fp("1"), resp(402), now, Duration::from_secs(50));
+        s.restore(&a, &k, fp("1"), resp(200), now, Duration::from_secs(1));
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            replayed_status(&s, now),
+            Some(402),
+            "a live key keeps its first response"
+        );
+        let later = now + Duration::from_secs(11);
+        assert!(
+            replayed_status(&s, later).is_none(),
+            "50 s old + 11 s: expired, claimed anew"
+        );
+        let s = IdempotencyStore::new(Duration::from_secs(60));
+        s.restore(&a, &k, fp("1"), resp(402), now, Duration::from_secs(59));
+        s.restore(&a, &k, fp("1"), resp(200), later, Duration::ZERO);
+        assert_eq!(replayed_status(&s, later), Some(200), "an expired key is replaced");
     }
 
     #[test]

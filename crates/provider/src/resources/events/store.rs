@@ -58,6 +58,8 @@ type Held = (usize, Vec<Deferred>);
 
 thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+    /// An emptied list kept for the next scope (one allocation a thread, not one a scope).
+    static SPARE: std::cell::Cell<Vec<Deferred>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// The cause of an event `attempt` makes now.
@@ -103,13 +105,14 @@ impl Opened<'_> {
 
 impl Drop for Opened<'_> {
     fn drop(&mut self) {
-        let held = HELD
+        let mut held = HELD
             .with_borrow_mut(|held| std::mem::replace(held, self.outer.take()))
             .map(|(_, held)| held)
             .unwrap_or_default();
-        for (event, wanted) in self.closed.take().into_iter().chain(held) {
+        for (event, wanted) in self.closed.take().into_iter().chain(held.drain(..)) {
             self.events.store_or_hold(event, wanted);
         }
+        SPARE.set(held);
     }
 }
 
@@ -201,7 +204,7 @@ impl Events {
         let id = EventId::generate();
         let cause = cause(attempt);
         let wanted = self.wanted(kind);
-        let outer = HELD.with_borrow_mut(|held| held.replace((self.address(), Vec::new())));
+        let outer = HELD.with_borrow_mut(|held| held.replace((self.address(), SPARE.take())));
         Opened {
             events: self,
             outer,
