@@ -32,7 +32,9 @@
 # then kill -9), and counts only what `durable::recovery::open` runs when each binary
 # restarts on a copy of that log (callgrind --toggle-collect; repeatable to about 0.001%,
 # where the wall-clock recovery row moves by a quarter on a shared VM): its
-# instructions_per_request are per recovered payment, start-up outside recovery excluded.
+# instructions_per_request are per recovered payment, start-up outside recovery excluded
+# (recovery's own fixed work is not: 2,000 payments read ~63k each, 20,000 ~40k; compare
+# binaries at one BENCH_REQUESTS, 20,000 or more).
 #
 # Knobs (environment): BENCH_REQUESTS (10000), BENCH_WARMUP (1000 requests),
 # BENCH_CONNECTIONS (64), BENCH_PORT (0: a free port), BENCH_TIMEOUT (900 s per wrk
@@ -219,24 +221,34 @@ measure() {
   # Dumped before wrk closes its connections: their accepts are counted, their closes not.
   wrk_exact "$REQUESTS" "$CONNS" "run-$$" dump "$pid"
 
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  SERVER_PID=
+  stop "$pid"
 
   # The dump is <out>.1 (the final dump at exit is <out>, the part after it).
   dump="$WORK/$tag.out.1"
   [ -f "$dump" ] || { echo "callgrind: no dump at $dump:" >&2; ls "$WORK" >&2; return 1; }
-  TOTAL=$(awk '/^summary:/ {print $2; exit}' "$dump")
-  [ -n "$TOTAL" ] || { echo "callgrind: no total in $dump" >&2; return 1; }
+  total_of "$dump" "$tag"
+}
+
+# stop PID: the server, asked to stop (TERM) and killed after 60 s.
+stop() {
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 300); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  SERVER_PID=
+}
+
+# total_of FILE TAG: sets TOTAL from a callgrind output file, which BENCH_KEEP keeps.
+total_of() {
+  TOTAL=$(awk '/^summary:/ {print $2; exit}' "$1")
+  [ -n "$TOTAL" ] || { echo "callgrind: no total in $1" >&2; return 1; }
   if [ -n "${BENCH_KEEP:-}" ]; then
     mkdir -p "$BENCH_KEEP"
-    cp "$dump" "$BENCH_KEEP/callgrind.$tag"
-    echo "callgrind: kept $BENCH_KEEP/callgrind.$tag (callgrind_annotate it)" >&2
+    cp "$1" "$BENCH_KEEP/callgrind.$2"
+    echo "callgrind: kept $BENCH_KEEP/callgrind.$2 (callgrind_annotate it)" >&2
   fi
 }
 
@@ -269,22 +281,9 @@ measure_recovery() {
   URL=$(listening "$log" "$pid")
   [ -n "$URL" ] || { echo "callgrind: $bin did not recover:" >&2; cat "$log" >&2; return 1; }
   grep -o 'recovered [0-9]* records ([0-9]* writes)' "$log" | sed "s#^#callgrind: $bin #" >&2 || true
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  SERVER_PID=
+  stop "$pid"
   rm -rf "$dir"
-  TOTAL=$(awk '/^summary:/ {print $2; exit}' "$WORK/$tag.out")
-  [ -n "$TOTAL" ] || { echo "callgrind: no total in $WORK/$tag.out" >&2; return 1; }
-  if [ -n "${BENCH_KEEP:-}" ]; then
-    mkdir -p "$BENCH_KEEP"
-    cp "$WORK/$tag.out" "$BENCH_KEEP/callgrind.$tag"
-    echo "callgrind: kept $BENCH_KEEP/callgrind.$tag (callgrind_annotate it)" >&2
-  fi
+  total_of "$WORK/$tag.out" "$tag"
 }
 
 if [ "$ROW" = recovery ]; then

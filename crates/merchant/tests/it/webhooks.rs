@@ -305,13 +305,17 @@ async fn without_a_secret_the_route_says_how_to_turn_it_on() {
 
 /// POSTs `body` as JSON: the status and the JSON answer.
 async fn post_json(client: &Client, url: &str, body: Value) -> (u16, Value) {
-    let resp = client.post(url).json(&body).send().await.expect("the merchant answers");
-    (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
+    answer(client.post(url).json(&body)).await
 }
 
 /// GETs `url` (redirects not followed with this test's client): the status and the JSON.
 async fn get_json(client: &Client, url: &str) -> (u16, Value) {
-    let resp = client.get(url).send().await.expect("the merchant answers");
+    answer(client.get(url)).await
+}
+
+/// Sends `request`: the status and the JSON answered.
+async fn answer(request: reqwest::RequestBuilder) -> (u16, Value) {
+    let resp = request.send().await.expect("the server answers");
     (resp.status().as_u16(), resp.json().await.unwrap_or(Value::Null))
 }
 
@@ -364,15 +368,12 @@ async fn in_the_checkout_session_flow_the_success_page_and_the_completed_session
         let (_, row) = order_of(&client, &m, &order).await;
         assert_eq!(row["amount"], 1500, "{row}");
         // The customer pays on the Checkout page.
-        let paid: Value = client
-            .post(format!("{}/__fauxpay/checkout/sessions/{id}/pay", provider.url()))
-            .form(&[("payment_method", "pm_card_visa"), ("email", "jenny@example.com")])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, paid) = answer(
+            client
+                .post(format!("{}/__fauxpay/checkout/sessions/{id}/pay", provider.url()))
+                .form(&[("payment_method", "pm_card_visa"), ("email", "jenny@example.com")]),
+        )
+        .await;
         assert_eq!(paid["payment_status"], "paid", "{paid}");
         // Back on the shop, twice (a reload), then the session's webhook.
         for expected in &shipped[..2] {
@@ -388,15 +389,12 @@ async fn in_the_checkout_session_flow_the_success_page_and_the_completed_session
             );
             assert_eq!(fulfillments(&client, &m, &order).await, *expected, "{order}");
         }
-        let session: Value = client
-            .get(format!("{}/v1/checkout/sessions/{id}", provider.url()))
-            .bearer_auth("sk_test_fauxpay_merchant")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, session) = answer(
+            client
+                .get(format!("{}/v1/checkout/sessions/{id}", provider.url()))
+                .bearer_auth("sk_test_fauxpay_merchant"),
+        )
+        .await;
         let (status, answer) = signed(&client, &m, &session_completed("evt_cs_done", &session)).await;
         assert_eq!(status, 200, "{answer}");
         assert_eq!(fulfillments(&client, &m, &order).await, shipped[2], "{order}: {answer}");

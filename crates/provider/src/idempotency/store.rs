@@ -321,18 +321,7 @@ impl IdempotencyStore {
             }
             shard.remove(hash, position);
         }
-        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
-        let entry = Entry {
-            api_key: api_key.clone(),
-            key: key.clone(),
-            record: Record {
-                fingerprint,
-                state: None,
-                created: now,
-                token,
-            },
-        };
-        shard.insert(hash, entry, &self.hasher);
+        let token = self.store_new(&mut shard, hash, (api_key, key), fingerprint, None, now);
         Begin::Proceed(Claim {
             store: self.clone(),
             api_key: api_key.clone(),
@@ -373,18 +362,33 @@ impl IdempotencyStore {
             }
             shard.remove(hash, position);
         }
+        self.store_new(&mut shard, hash, (api_key, key), fingerprint, Some(response), created);
+    }
+
+    /// Stores a new entry for `(api_key, key)` in `shard` (locked, the key absent): in
+    /// flight while `state` is `None`. Returns its token.
+    fn store_new(
+        &self,
+        shard: &mut Shard,
+        hash: u64,
+        (api_key, key): (&ApiKey, &IdempotencyKey),
+        fingerprint: Fingerprint,
+        state: Option<StoredResponse>,
+        created: i64,
+    ) -> u32 {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
         let entry = Entry {
             api_key: api_key.clone(),
             key: key.clone(),
             record: Record {
                 fingerprint,
-                state: Some(response),
+                state,
                 created,
                 token,
             },
         };
         shard.insert(hash, entry, &self.hasher);
+        token
     }
 
     /// Drops responses older than the TTL; returns how many went.
