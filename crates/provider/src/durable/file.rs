@@ -1,6 +1,7 @@
 //! The log file's format: a 12-byte header (`FAUXPAYL`, then the schema version as a
 //! little-endian u32), then frames of `payload length (u32 LE), CRC-32 of the payload
-//! (u32 LE), payload`, each payload a JSON record (`{…}`).
+//! (u32 LE), payload`, each payload a record ([`Record`]: a JSON object `{…}`, or a
+//! string `"…"` for a record without fields).
 //!
 //! Reading it back never loses an acknowledged record in silence. A frame that does not
 //! check out is either repaired, cut as a torn last write, or refused:
@@ -16,6 +17,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+use super::record::Record;
 
 /// The log file's name in the data dir.
 pub const LOG_FILE: &str = "fauxpay.log";
@@ -371,7 +374,7 @@ impl<'f> Frames<'f> {
         let declared_end = (end <= self.len).then_some(end);
         if payload_len_ok && declared_end.is_some() {
             let payload = self.bytes(offset + 8, size as usize)?;
-            if payload[0] == b'{' && crc32fast::hash(payload) == crc {
+            if Record::may_start([payload[0], payload[1]]) && crc32fast::hash(payload) == crc {
                 return Ok(Frame::Whole { end });
             }
         }
@@ -384,16 +387,17 @@ impl<'f> Frames<'f> {
 
     /// Whether the bytes from `offset` to the end are what a torn last write leaves: no
     /// frame begins after `offset` (not even a damaged one: a plausible length and a
-    /// record's `{"` where its payload starts), and the frame at `offset` is a partial
-    /// header, runs past the end of the file, or is zero-filled before its declared end
-    /// (`declared_end`, when its length is one fauxpay could write and inside the file).
+    /// record's first bytes where its payload starts, [`Record::may_start`]), and the
+    /// frame at `offset` is a partial header, runs past the end of the file, or is
+    /// zero-filled before its declared end (`declared_end`, when its length is one
+    /// fauxpay could write and inside the file).
     fn torn_from(&mut self, offset: u64, declared_end: Option<u64>) -> std::io::Result<bool> {
         const MAX_RECORD: u32 = 4 << 20;
         let mut at = offset + 1;
         while at + 10 <= self.len {
             let head = self.bytes(at, 10)?;
             let size = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-            if (MIN_PAYLOAD..=MAX_RECORD).contains(&size) && head[8] == b'{' && head[9] == b'"' {
+            if (MIN_PAYLOAD..=MAX_RECORD).contains(&size) && Record::may_start([head[8], head[9]]) {
                 return Ok(false);
             }
             at += 1;
@@ -411,15 +415,15 @@ impl<'f> Frames<'f> {
     }
 
     /// Where the first whole frame at or after `from` starts, if any. Cheap on what cannot
-    /// be a frame: a candidate needs a plausible length and a `{` where its payload
-    /// starts; only then is its checksum computed.
+    /// be a frame: a candidate needs a plausible length and a record's first bytes where
+    /// its payload starts; only then is its checksum computed.
     fn next_whole(&mut self, from: u64) -> std::io::Result<Option<u64>> {
         let mut at = from;
         while at + 8 + u64::from(MIN_PAYLOAD) <= self.len {
-            let head = self.bytes(at, 9)?;
+            let head = self.bytes(at, 10)?;
             let size = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
             if (MIN_PAYLOAD..=MAX_FRAME).contains(&size)
-                && head[8] == b'{'
+                && Record::may_start([head[8], head[9]])
                 && matches!(self.at(at)?, Frame::Whole { .. })
             {
                 return Ok(Some(at));
@@ -495,6 +499,30 @@ mod tests {
         assert_eq!(seen, payloads);
         assert_eq!((r.records, r.torn_bytes, r.created), (3, 0, false));
         assert!(r.repaired.is_empty());
+    }
+
+    /// A record without fields is a JSON string (`"reset"`), not an object: it is a whole
+    /// frame like any other, and one after a damaged frame is not taken for a torn tail.
+    #[test]
+    fn a_record_written_as_a_json_string_is_a_frame_like_the_others() {
+        let d = dir("string");
+        let payloads = vec![records(1).remove(0), b"\"reset\"".to_vec(), records(2).remove(1)];
+        write_frames(&d, &payloads);
+        let (seen, r) = read_all(&d).unwrap();
+        assert_eq!(seen, payloads);
+        assert!(r.repaired.is_empty(), "nothing to repair: {:?}", r.repaired);
+
+        let d = dir("string-after-damage");
+        let payloads = vec![records(1).remove(0), b"\"reset\"".to_vec()];
+        write_frames(&d, &payloads);
+        let mut bytes = std::fs::read(d.join(LOG_FILE)).unwrap();
+        bytes[HEADER_LEN as usize + 8 + 3] ^= 0x20; // inside the first record's payload
+        std::fs::write(d.join(LOG_FILE), &bytes).unwrap();
+        match read_all(&d) {
+            Err(DataDirError::Corrupt { index: 0, .. }) => {}
+            other => panic!("the reset after the damaged record is not cut as torn: {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -148,6 +148,14 @@ mod hex_tokens {
 }
 
 impl Record {
+    /// Whether a payload starting with `prefix` (its first two bytes) can be a record:
+    /// a JSON object (`{"commit":…`), or the JSON string of a record without fields
+    /// (`"reset"`). The log's reader looks for it where a frame may begin, to tell a
+    /// damaged frame from a torn tail.
+    pub fn may_start(prefix: [u8; 2]) -> bool {
+        matches!(prefix, [b'{', b'"'] | [b'"', b'a'..=b'z'])
+    }
+
     /// The record's JSON (infallible for these types).
     pub fn to_bytes(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
@@ -225,7 +233,12 @@ mod tests {
             ..(**c).clone()
         }));
         for r in records.into_iter().chain([two_ids]) {
-            assert_eq!(Record::from_bytes(&r.to_bytes()).unwrap(), r);
+            let bytes = r.to_bytes();
+            assert!(
+                Record::may_start([bytes[0], bytes[1]]),
+                "{r:?} is recognised where a frame begins"
+            );
+            assert_eq!(Record::from_bytes(&bytes).unwrap(), r);
         }
     }
 
