@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fauxpay_provider::durable::Record;
 use serde_json::Value;
 
 /// A `fauxpay serve` process on a data dir.
@@ -533,8 +534,60 @@ async fn updates_under_a_charges_path_survive_a_crash() {
         (&charge["description"], &charge["amount_refunded"]),
         (&Value::from("kept"), &Value::from(400))
     );
+    let recovered = state(&client, &server.url).await;
+    server.terminate();
+
+    // The same log as a fauxpay of schema 3 wrote it (every record JSON, commits too)
+    // recovers to the same state.
+    let log = dir.join("fauxpay.log");
+    let binary = std::fs::read(&log).unwrap();
+    assert_eq!(binary[8..12], 4u32.to_le_bytes(), "this fauxpay writes schema 4");
+    let mut old = rewrite_frames(&binary, |record| Some(record.to_json()));
+    old[8..12].copy_from_slice(&3u32.to_le_bytes());
+    assert!(old.len() > binary.len(), "JSON commits take more room than binary ones");
+    std::fs::write(&log, &old).unwrap();
+    let server = start_async(&dir, &[]).await;
+    assert!(
+        server.startup.contains("recovered") && !server.startup.contains("WARN"),
+        "{}",
+        server.startup
+    );
+    assert_eq!(state(&client, &server.url).await, recovered);
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Every object the tests' writes make, listed, and the ledger's summary: what two
+/// recoveries of one history must agree on.
+async fn state(client: &reqwest::Client, url: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for path in [
+        "/v1/payment_intents?limit=100",
+        "/v1/charges?limit=100",
+        "/v1/refunds?limit=100",
+        "/v1/events?limit=100",
+        "/__fauxpay/summary",
+    ] {
+        let (status, body) = get(client, url, path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        out.push(body);
+    }
+    out
+}
+
+/// `log` (a whole data-dir log) with each record replaced by what `each` makes of it
+/// (`None`: left as it is), the header kept.
+fn rewrite_frames(log: &[u8], mut each: impl FnMut(Record) -> Option<Vec<u8>>) -> Vec<u8> {
+    let (mut out, mut at) = (log[..12].to_vec(), 12);
+    while at + 8 <= log.len() {
+        let len = u32::from_le_bytes(log[at..at + 4].try_into().unwrap()) as usize;
+        let payload = &log[at + 8..at + 8 + len];
+        let record = Record::from_bytes(payload).unwrap();
+        let payload = each(record).unwrap_or_else(|| payload.to_vec());
+        fauxpay_provider::durable::file::encode_frame(&payload, &mut out);
+        at += 8 + len;
+    }
+    out
 }
 
 /// Products, prices and Checkout Sessions survive `kill -9`: a paid session (paid by
@@ -667,23 +720,15 @@ async fn a_write_that_ends_otherwise_on_recovery_is_said_at_start_up() {
 
     // Rewrite the first payment's record as if it had answered 402.
     let log = dir.join("fauxpay.log");
-    let bytes = std::fs::read(&log).unwrap();
-    let (mut out, mut at, mut changed) = (bytes[..12].to_vec(), 12, 0);
-    while at + 8 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-        let payload = &bytes[at + 8..at + 8 + len];
-        let mut record: Value = serde_json::from_slice(payload).unwrap();
-        let payload = match record["commit"]["status"] == 200 && changed == 0 {
-            true => {
-                record["commit"]["status"] = 402.into();
-                changed += 1;
-                serde_json::to_vec(&record).unwrap()
-            }
-            false => payload.to_vec(),
-        };
-        fauxpay_provider::durable::file::encode_frame(&payload, &mut out);
-        at += 8 + len;
-    }
+    let mut changed = 0;
+    let out = rewrite_frames(&std::fs::read(&log).unwrap(), |record| match record {
+        Record::Commit(mut c) if c.status == Some(200) && changed == 0 => {
+            c.status = Some(402);
+            changed += 1;
+            Some(Record::Commit(c).to_bytes())
+        }
+        _ => None,
+    });
     assert_eq!(changed, 1, "a commit record with its status");
     std::fs::write(&log, out).unwrap();
 
@@ -736,7 +781,7 @@ async fn a_damaged_or_repeated_record_loses_and_doubles_nothing_and_is_said() {
     let frame = |i: usize| &bytes[starts[i]..starts.get(i + 1).copied().unwrap_or(bytes.len())];
     let last = (0..starts.len())
         .rev()
-        .find(|&i| frame(i).windows(8).any(|w| w == b"\"commit\""))
+        .find(|&i| matches!(Record::from_bytes(&frame(i)[8..]), Ok(Record::Commit(_))))
         .map(|i| frame(i).to_vec())
         .expect("a commit record");
     bytes.extend_from_slice(&last);

@@ -62,7 +62,7 @@ pub fn execute_logged(
         log.append_touching(
             &DataRecord::Commit(Box::new(Commit {
                 at_ms,
-                request_id: req.request_id.to_string(),
+                request_id: req.request_id,
                 api_key: req.api_key.as_str().to_owned(),
                 verb: endpoint.verb.as_str().to_owned(),
                 endpoint: endpoint.path.to_owned(),

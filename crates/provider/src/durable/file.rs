@@ -23,10 +23,11 @@ use super::record::Record;
 /// The log file's name in the data dir.
 pub const LOG_FILE: &str = "fauxpay.log";
 /// The schema this fauxpay writes and reads; a newer one is refused. Version 2 added the
-/// `retired` record, version 3 the `totals` record a compacted log holds; an older log
-/// is read as it is and marked with this version when opened (so that an older fauxpay
-/// refuses it rather than read a record it does not know).
-pub const SCHEMA_VERSION: u32 = 3;
+/// `retired` record, version 3 the `totals` record a compacted log holds, version 4
+/// writes commits in binary ([`Record`]); an older log is read as it is and marked with
+/// this version when opened (so that an older fauxpay refuses it rather than read a
+/// record it does not know).
+pub const SCHEMA_VERSION: u32 = 4;
 /// Where compaction writes the log's next version before it takes the log's place (a
 /// leftover one, from a crash during compaction, is removed when the log is opened).
 pub const COMPACTING_FILE: &str = "fauxpay.log.compacting";

@@ -1,10 +1,27 @@
-//! [`Record`]: one change to the provider's state, as the data dir keeps it (JSON in a
-//! frame of the log file). Everything here is plain data; recovery gives it meaning.
+//! [`Record`]: one change to the provider's state, as the data dir keeps it in a frame of
+//! the log file: a write's [`Commit`] in binary (postcard, borrowed strings when read
+//! back: recovery reads a million of them), every other record as JSON. Logs of schema 3
+//! and before hold JSON commits, which are read as they always were. Everything here is
+//! plain data; recovery gives it meaning.
 
 use serde::{Deserialize, Serialize};
 
 use crate::state::ledger::LedgerTotals;
+use crate::stripe::ids::{RequestId, Token};
+use crate::stripe::params::packed::Packed;
 use crate::stripe::params::{as_json, Params};
+
+/// The first bytes of a binary commit record (its layout's version 1): no JSON starts so.
+const PACKED_COMMIT: [u8; 2] = [0xFA, 0x01];
+
+/// Why a payload is not a record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("a binary commit record that does not read: {0}")]
+    Packed(String),
+}
 
 /// One change to the provider's state. Externally tagged (`{"commit":{…}}`): an
 /// internally tagged enum makes serde buffer every record before reading it, which was
@@ -43,7 +60,8 @@ pub enum Record {
 pub struct Commit {
     /// The wall-clock time it ran at (milliseconds since the Unix epoch).
     pub at_ms: u64,
-    pub request_id: String,
+    #[serde(with = "request_id_text")]
+    pub request_id: RequestId,
     pub api_key: String,
     /// `POST` or `DELETE`.
     pub verb: String,
@@ -91,6 +109,22 @@ pub struct Commit {
     /// can tell a write that now ends otherwise. Absent in logs from before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+}
+
+/// A request id as its text (`req_…`) in JSON.
+mod request_id_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::stripe::ids::RequestId;
+
+    pub fn serialize<S: Serializer>(id: &RequestId, s: S) -> Result<S::Ok, S::Error> {
+        id.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RequestId, D::Error> {
+        let text: &str = Deserialize::deserialize(d)?;
+        RequestId::parse(text).ok_or_else(|| serde::de::Error::custom(format!("not a request id: {text}")))
+    }
 }
 
 /// `tokens` as one string of 32 hex digits per token.
@@ -153,16 +187,143 @@ impl Record {
     /// (`"reset"`). The log's reader looks for it where a frame may begin, to tell a
     /// damaged frame from a torn tail.
     pub fn may_start(prefix: [u8; 2]) -> bool {
-        matches!(prefix, [b'{', b'"'] | [b'"', b'a'..=b'z'])
+        matches!(prefix, [b'{', b'"'] | [b'"', b'a'..=b'z'] | PACKED_COMMIT)
     }
 
-    /// The record's JSON (infallible for these types).
+    /// The record as this fauxpay writes it: a commit in binary, anything else as JSON.
     pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Record::Commit(c) => c.packed(),
+            other => other.to_json(),
+        }
+    }
+
+    /// The record's JSON, as every record was written up to schema 3 (infallible for
+    /// these types).
+    pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
+    /// Reads a record written by [`Record::to_bytes`] or [`Record::to_json`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, RecordError> {
+        match bytes.strip_prefix(&PACKED_COMMIT) {
+            Some(packed) => Commit::unpacked(packed).map(|c| Record::Commit(Box::new(c))),
+            None => Ok(serde_json::from_slice(bytes)?),
+        }
+    }
+}
+
+/// A [`Commit`] as a binary record holds it (postcard: varint numbers, length-prefixed
+/// strings; tokens as 16 little-endian bytes each).
+#[derive(Serialize, Deserialize)]
+struct PackedCommit<'a> {
+    at_ms: u64,
+    request_id: [u64; 2],
+    api_key: &'a str,
+    verb: &'a str,
+    endpoint: &'a str,
+    path: &'a str,
+    id: &'a str,
+    sub: &'a str,
+    #[serde(borrow)]
+    params: Packed<'a>,
+    #[serde(borrow)]
+    idempotency_key: Option<&'a str>,
+    fingerprint: &'a [u8],
+    #[serde(borrow)]
+    correlation_id: Option<&'a str>,
+    #[serde(borrow)]
+    fault: Option<&'a str>,
+    #[serde(borrow)]
+    decline: Option<[&'a str; 3]>,
+    #[serde(borrow)]
+    origin: Option<&'a str>,
+    tokens: &'a [u8],
+    attempt: Option<u32>,
+    injected_status: Option<u16>,
+    status: Option<u16>,
+}
+
+/// Tokens as 16 little-endian bytes each.
+fn token_bytes(tokens: &[[u64; 2]]) -> Vec<u8> {
+    tokens
+        .iter()
+        .flat_map(|[a, b]| a.to_le_bytes().into_iter().chain(b.to_le_bytes()))
+        .collect()
+}
+
+/// [`token_bytes`] read back.
+fn tokens_of(bytes: &[u8]) -> Result<Vec<[u64; 2]>, RecordError> {
+    if bytes.len() % 16 != 0 {
+        return Err(RecordError::Packed("tokens: not 16 bytes each".into()));
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    Ok(bytes.chunks_exact(16).map(|t| [word(&t[..8]), word(&t[8..])]).collect())
+}
+
+impl Commit {
+    /// The binary record: [`PACKED_COMMIT`], then the commit in postcard.
+    fn packed(&self) -> Vec<u8> {
+        let (fingerprint, tokens) = (token_bytes(&self.fingerprint), token_bytes(&self.tokens));
+        let packed = PackedCommit {
+            at_ms: self.at_ms,
+            request_id: self.request_id.token().to_pair(),
+            api_key: &self.api_key,
+            verb: &self.verb,
+            endpoint: &self.endpoint,
+            path: &self.path,
+            id: &self.id,
+            sub: &self.sub,
+            params: self.params.packed(),
+            idempotency_key: self.idempotency_key.as_deref(),
+            fingerprint: &fingerprint,
+            correlation_id: self.correlation_id.as_deref(),
+            fault: self.fault.as_deref(),
+            decline: self
+                .decline
+                .as_ref()
+                .map(|[a, b, c]| [a.as_str(), b.as_str(), c.as_str()]),
+            origin: self.origin.as_deref(),
+            tokens: &tokens,
+            attempt: self.attempt,
+            injected_status: self.injected_status,
+            status: self.status,
+        };
+        // Infallible: every field serializes, into a growing Vec.
+        postcard::to_extend(&packed, PACKED_COMMIT.to_vec()).unwrap_or_default()
+    }
+
+    /// [`Commit::packed`] read back (after its first two bytes), all of it.
+    fn unpacked(bytes: &[u8]) -> Result<Self, RecordError> {
+        let bad = |e: postcard::Error| RecordError::Packed(e.to_string());
+        let (p, rest): (PackedCommit<'_>, _) = postcard::take_from_bytes(bytes).map_err(bad)?;
+        if !rest.is_empty() {
+            return Err(RecordError::Packed(format!("{} bytes after the record", rest.len())));
+        }
+        let owned = |s: Option<&str>| s.map(str::to_owned);
+        Ok(Commit {
+            at_ms: p.at_ms,
+            request_id: Token::from_pair(p.request_id)
+                .map(RequestId::from_token)
+                .ok_or_else(|| RecordError::Packed("a request id of zeros".into()))?,
+            api_key: p.api_key.into(),
+            verb: p.verb.into(),
+            endpoint: p.endpoint.into(),
+            path: p.path.into(),
+            id: p.id.into(),
+            sub: p.sub.into(),
+            params: Params::unpacked(p.params).map_err(|e| RecordError::Packed(e.into()))?,
+            idempotency_key: owned(p.idempotency_key),
+            fingerprint: tokens_of(p.fingerprint)?,
+            correlation_id: owned(p.correlation_id),
+            fault: owned(p.fault),
+            decline: p.decline.map(|d| d.map(str::to_owned)),
+            origin: owned(p.origin),
+            tokens: tokens_of(p.tokens)?,
+            attempt: p.attempt,
+            injected_status: p.injected_status,
+            status: p.status,
+        })
     }
 }
 
@@ -171,11 +332,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_round_trip_through_their_json() {
+    fn records_round_trip_through_their_bytes_and_their_json() {
         let records = [
             Record::Commit(Box::new(Commit {
                 at_ms: 1_764_000_000_123,
-                request_id: "req_1".into(),
+                request_id: RequestId::generate(),
                 api_key: "sk_test_x".into(),
                 verb: "POST".into(),
                 endpoint: "/v1/payment_intents".into(),
@@ -242,11 +403,55 @@ mod tests {
         }
     }
 
+    /// A binary commit cut anywhere, or with any byte changed, reads as an error or as
+    /// some commit: never a panic, never parameters that point outside their text.
+    #[test]
+    fn a_damaged_binary_commit_is_an_error_not_a_panic() {
+        let commit = Commit {
+            at_ms: 1,
+            request_id: RequestId::generate(),
+            api_key: "sk_test_x".into(),
+            verb: "POST".into(),
+            endpoint: "/v1/payment_intents".into(),
+            path: "/v1/payment_intents".into(),
+            id: String::new(),
+            sub: String::new(),
+            params: Params::from_form(b"amount=100&metadata[order_id]=o1&expand[]=a&expand[]=b").unwrap(),
+            idempotency_key: Some("k1".into()),
+            fingerprint: vec![[7, 8]],
+            correlation_id: Some("o1".into()),
+            fault: None,
+            decline: None,
+            origin: None,
+            tokens: vec![[1, 2]],
+            attempt: Some(1),
+            injected_status: None,
+            status: Some(200),
+        };
+        let bytes = Record::Commit(Box::new(commit)).to_bytes();
+        for cut in 2..bytes.len() {
+            assert!(Record::from_bytes(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for at in 2..bytes.len() {
+            for flip in [0x01, 0x80, 0xFF] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= flip;
+                if let Ok(Record::Commit(c)) = Record::from_bytes(&damaged) {
+                    let _ = (c.params.canonical(), c.params.to_json());
+                }
+            }
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(Record::from_bytes(&longer).is_err(), "a byte after the record");
+    }
+
     #[test]
     fn tokens_are_32_lower_case_hex_digits_each() {
+        let id = RequestId::generate();
         let attempt = |tokens: &str| {
             let json = format!(
-                r#"{{"commit":{{"at_ms":1,"request_id":"r","api_key":"k","verb":"POST","endpoint":"/v1/x","path":"/v1/x","id":"","params":{{}},"tokens":"{tokens}"}}}}"#
+                r#"{{"commit":{{"at_ms":1,"request_id":"{id}","api_key":"k","verb":"POST","endpoint":"/v1/x","path":"/v1/x","id":"","params":{{}},"tokens":"{tokens}"}}}}"#
             );
             Record::from_bytes(json.as_bytes()).map(|r| match r {
                 Record::Commit(c) => c.tokens,

@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 pub mod as_json;
+pub mod packed;
 
 use crate::error::ApiError;
 
@@ -25,7 +26,7 @@ pub const MAX_PARAMS: usize = 1_000;
 pub const MAX_DEPTH: usize = 8;
 
 /// A piece of [`Params`]'s text buffer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 struct Span {
     start: u32,
     len: u32,
