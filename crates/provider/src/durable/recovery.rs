@@ -240,6 +240,8 @@ struct Replay<'a> {
     orphans: Vec<Deferred>,
     /// Whether the keys each write touches are noted (for compaction).
     trace: bool,
+    /// The endpoint of the last write run again.
+    last_endpoint: Option<&'static Endpoint>,
 }
 
 impl<'a> Replay<'a> {
@@ -257,6 +259,7 @@ impl<'a> Replay<'a> {
             seen_order: app.config.retain.map(|_| std::collections::VecDeque::new()),
             orphans: Vec::new(),
             trace: false,
+            last_endpoint: None,
         }
     }
 
@@ -320,7 +323,9 @@ impl<'a> Replay<'a> {
                 self.commits += 1;
             }
             Record::Attempt { identity, n, at_ms } => {
-                self.app.faults.restore_attempt(&identity, n, self.now, self.age(at_ms));
+                self.app
+                    .faults
+                    .restore_attempt(identity.into(), n, self.now, self.age(at_ms));
             }
             Record::Profile { source } => {
                 let profile = faults::parse_profile_text("the data dir's profile", &source)
@@ -347,10 +352,17 @@ impl<'a> Replay<'a> {
             "DELETE" => Verb::Delete,
             other => return Err(format!("unknown method {other}")),
         };
-        let endpoint: &Endpoint = api::endpoints()
-            .chain(api::fauxpay_endpoints())
-            .find(|e| e.verb == verb && e.path == c.endpoint)
-            .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?;
+        // Most writes are on the endpoint the last one was.
+        let endpoint: &'static Endpoint = match self.last_endpoint {
+            Some(e) if e.verb == verb && e.path == c.endpoint => e,
+            _ => api::endpoints()
+                .chain(api::fauxpay_endpoints())
+                .find(|e| e.verb == verb && e.path == c.endpoint)
+                .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?,
+        };
+        self.last_endpoint = Some(endpoint);
+        // One allocation for the key a client sends with every request, as a live request's.
+        let api_key = ApiKey::interned(&c.api_key);
         let params = c.params;
         let key = c
             .idempotency_key
@@ -369,7 +381,7 @@ impl<'a> Replay<'a> {
                 message: message.into(),
             }),
             origin: c.origin.as_deref().map(Arc::from),
-            key: KeyKind::of(&ApiKey::new(&c.api_key)),
+            key: KeyKind::of(&api_key),
             checkout_session: None,
             clock_offset: 0,
         };
@@ -385,7 +397,7 @@ impl<'a> Replay<'a> {
         ) {
             self.app
                 .faults
-                .restore_attempt(&identity, n, self.now, self.age(c.at_ms));
+                .restore_attempt(identity, n, self.now, self.age(c.at_ms));
         }
         let run = || {
             ids::scripted(Some(c.tokens), || {
@@ -408,14 +420,9 @@ impl<'a> Replay<'a> {
                 Some(&digest) => Fingerprint::from_digest(endpoint.path, digest),
                 None => Fingerprint::of(endpoint.path, verb.as_str(), &c.path, &params),
             };
-            self.app.idempotency.restore(
-                &ApiKey::new(&c.api_key),
-                &key,
-                fingerprint,
-                stored,
-                self.now,
-                self.age(c.at_ms),
-            );
+            self.app
+                .idempotency
+                .restore(&api_key, &key, fingerprint, stored, self.now, self.age(c.at_ms));
         }
         Ok(touched)
     }

@@ -273,9 +273,9 @@ impl FaultInjector {
     }
 
     /// Sets `identity`'s attempt count to at least `n`, its last attempt `age` ago
-    /// (recovery from the data dir).
-    pub fn restore_attempt(&self, identity: &str, n: u32, now: Instant, age: Duration) {
-        let identity: Arc<str> = identity.into();
+    /// (recovery from the data dir; an idempotency key's identity shares its key's
+    /// allocation, as a live request's does).
+    pub fn restore_attempt(&self, identity: Arc<str>, n: u32, now: Instant, age: Duration) {
         let hash = self.hasher.hash_one(&*identity);
         let at = self
             .nanos(now)
@@ -392,12 +392,12 @@ mod tests {
         let params = Params::default();
         let key = IdempotencyKey::parse("restored").unwrap();
         let now = Instant::now();
-        inj.restore_attempt("restored", 3, now, Duration::from_secs(50));
-        inj.restore_attempt("restored", 2, now, Duration::from_secs(60));
+        inj.restore_attempt("restored".into(), 3, now, Duration::from_secs(50));
+        inj.restore_attempt("restored".into(), 2, now, Duration::from_secs(60));
         assert_eq!(inj.plan(&input(&params, Some(&key))).unwrap().attempt, 4);
         // Its last attempt was just now: it outlives a 30 s TTL from here.
         assert_eq!(inj.purge_attempts(Instant::now(), Duration::from_secs(30)), 0);
-        inj.restore_attempt("old", 1, now, Duration::from_secs(60));
+        inj.restore_attempt("old".into(), 1, now, Duration::from_secs(60));
         assert_eq!(inj.purge_attempts(now, Duration::from_secs(30)), 1, "restored 60 s old");
     }
 
