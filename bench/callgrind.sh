@@ -28,9 +28,10 @@
 # acknowledged (`/__fauxpay/webhooks/drain`), so a payment's three deliveries are in its
 # count; the difference from `new` is what delivering costs a payment.
 #
-# `recovery` writes BENCH_REQUESTS new payments into a data dir with the binary (natively,
-# then kill -9), and counts only what `durable::recovery::open` runs when each binary
-# restarts on a copy of that log (callgrind --toggle-collect; repeatable to about 0.001%,
+# `recovery` has each binary write BENCH_REQUESTS new payments into a data dir of its own
+# (natively, then kill -9: the same requests, in the binary's own log schema, which an
+# older binary may refuse), and counts only what `durable::recovery::open` runs when it
+# restarts on that log (callgrind --toggle-collect; repeatable to about 0.001%,
 # where the wall-clock recovery row moves by a quarter on a shared VM): its
 # instructions_per_request are per recovered payment, start-up outside recovery excluded
 # (recovery's own fixed work is not: 2,000 payments read ~63k each, 20,000 ~40k; compare
@@ -252,10 +253,11 @@ total_of() {
   fi
 }
 
-# fill_log BINARY: exactly REQUESTS new payments into $WORK/data, then kill -9.
+# fill_log BINARY DIR: exactly REQUESTS new payments into DIR, then kill -9.
 fill_log() {
   local log="$WORK/fill.log"
-  "$1" serve --addr "127.0.0.1:$PORT" --profile happy --data-dir "$WORK/data" >"$log" 2>&1 &
+  rm -rf "$2"
+  "$1" serve --addr "127.0.0.1:$PORT" --profile happy --data-dir "$2" >"$log" 2>&1 &
   SERVER_PID=$!
   URL=$(listening "$log" "$SERVER_PID")
   [ -n "$URL" ] || { echo "callgrind: $1 did not start:" >&2; cat "$log" >&2; return 1; }
@@ -267,12 +269,11 @@ fill_log() {
 }
 
 # measure_recovery BINARY LABEL: sets TOTAL (Ir inside durable::recovery::open, restarting
-# on a copy of $WORK/data).
+# on the log BINARY wrote).
 measure_recovery() {
   local bin=$1 tag=$ROW-$2-$$ dir="$WORK/data-$2" log pid
   log="$WORK/$tag.log"
-  rm -rf "$dir"
-  cp -r "$WORK/data" "$dir"
+  fill_log "$bin" "$dir"
   env -u RUST_LOG valgrind --tool=callgrind --toggle-collect='fauxpay_provider::durable::recovery::open' \
     --callgrind-out-file="$WORK/$tag.out" "$bin" serve --addr "127.0.0.1:$PORT" --profile happy \
     --data-dir "$dir" >"$log" 2>&1 &
@@ -287,7 +288,6 @@ measure_recovery() {
 }
 
 if [ "$ROW" = recovery ]; then
-  fill_log "$BINARY"
   measure() { measure_recovery "$@"; }
 fi
 

@@ -1,7 +1,7 @@
 //! The data dir's storage, measured against two embedded engines before committing to
 //! one (issue: "measure both costs"): fauxpay's append-only log (`DataLog`: one writer
 //! thread, group commit) against SQLite in WAL mode (rusqlite, bundled) and redb, each
-//! storing the same records (a confirmed payment intent's write record, ~640 bytes) in
+//! storing the same records (a confirmed payment intent's write record, ~400 bytes) in
 //! groups of `--group` (the requests waiting at once), at the durability of
 //! `--fsync batch` (written to the OS, synced later) and `--fsync always` (synced
 //! before the group is answered). Then each reads everything back, as recovery does.
@@ -17,6 +17,7 @@ use std::time::Instant;
 use clap::Parser;
 use fauxpay_provider::durable::record::Commit;
 use fauxpay_provider::durable::{file, DataLog, Fsync, Record};
+use fauxpay_provider::stripe::ids::{RequestId, Token};
 use fauxpay_provider::stripe::params::Params;
 
 #[derive(Parser)]
@@ -35,7 +36,9 @@ struct Args {
 fn record(i: usize) -> Vec<u8> {
     Record::Commit(Box::new(Commit {
         at_ms: 1_764_800_000_000 + i as u64,
-        request_id: format!("req_{i:024}"),
+        request_id: Token::from_pair([i as u64 + 1, 0])
+            .map(RequestId::from_token)
+            .unwrap_or_else(RequestId::generate),
         api_key: "sk_test_bench".into(),
         verb: "POST".into(),
         endpoint: "/v1/payment_intents".into(),
