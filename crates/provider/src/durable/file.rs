@@ -1,7 +1,7 @@
 //! The log file's format: a 12-byte header (`FAUXPAYL`, then the schema version as a
 //! little-endian u32), then frames of `payload length (u32 LE), CRC-32 of the payload
-//! (u32 LE), payload`, each payload a record ([`Record`]: a JSON object `{…}`, or a
-//! string `"…"` for a record without fields).
+//! (u32 LE), payload`, each payload a record ([`Record`]: a write's in binary, starting
+//! `0xFA 0x01`; any other a JSON object `{…}`, or a string `"…"` for one without fields).
 //!
 //! Reading it back never loses an acknowledged record in silence. A frame that does not
 //! check out is either repaired, cut as a torn last write, or refused:
