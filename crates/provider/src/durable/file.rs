@@ -375,7 +375,7 @@ impl<'f> Frames<'f> {
         let declared_end = (end <= self.len).then_some(end);
         if payload_len_ok && declared_end.is_some() {
             let payload = self.bytes(offset + 8, size as usize)?;
-            if Record::may_start([payload[0], payload[1]]) && crc32fast::hash(payload) == crc {
+            if Record::may_start(size, [payload[0], payload[1]]) && crc32fast::hash(payload) == crc {
                 return Ok(Frame::Whole { end });
             }
         }
@@ -398,7 +398,7 @@ impl<'f> Frames<'f> {
         while at + 10 <= self.len {
             let head = self.bytes(at, 10)?;
             let size = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-            if (MIN_PAYLOAD..=MAX_RECORD).contains(&size) && Record::may_start([head[8], head[9]]) {
+            if (MIN_PAYLOAD..=MAX_RECORD).contains(&size) && Record::may_start(size, [head[8], head[9]]) {
                 return Ok(false);
             }
             at += 1;
@@ -424,7 +424,7 @@ impl<'f> Frames<'f> {
             let head = self.bytes(at, 10)?;
             let size = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
             if (MIN_PAYLOAD..=MAX_FRAME).contains(&size)
-                && Record::may_start([head[8], head[9]])
+                && Record::may_start(size, [head[8], head[9]])
                 && matches!(self.at(at)?, Frame::Whole { .. })
             {
                 return Ok(Some(at));
@@ -523,6 +523,26 @@ mod tests {
             Err(DataDirError::Corrupt { index: 0, .. }) => {}
             other => panic!("the reset after the damaged record is not cut as torn: {other:?}"),
         }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A torn JSON record whose own bytes, read one byte into its frame, look like a
+    /// frame header and a record's start (a length byte of 2 or more, a CRC whose first
+    /// byte is 0, then `"c`): still a torn tail, cut, not taken for damage with a frame
+    /// after it. (A signature of `"` and any letter refused to start on it.)
+    #[test]
+    fn a_torn_record_is_not_taken_for_a_frame_after_itself() {
+        let payload = (0..)
+            .map(|pad| format!(r#"{{"commit":1,"pad":"{}"}}"#, "x".repeat(600 + pad)).into_bytes())
+            .find(|p| crc32fast::hash(p) & 0xFF == 0)
+            .unwrap();
+        let d = dir("self-match");
+        let len = write_frames(&d, &[records(1).remove(0), payload.clone()]);
+        let f = OpenOptions::new().write(true).open(d.join(LOG_FILE)).unwrap();
+        f.set_len(len - 5).unwrap();
+        let (seen, r) = read_all(&d).unwrap();
+        assert_eq!(seen.len(), 1);
+        assert_eq!(r.torn_bytes, 8 + payload.len() as u64 - 5);
         let _ = std::fs::remove_dir_all(&d);
     }
 

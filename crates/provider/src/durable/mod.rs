@@ -8,7 +8,8 @@
 //! ([`crate::durable::recovery`]) runs the log again from the start.
 //!
 //! The log is one append-only file ([`file`]): a header with the schema version, then
-//! frames of `length, CRC-32, JSON record`. A torn tail (a crash in the middle of a
+//! frames of `length, CRC-32, record` (a write's in binary since schema 4, any other
+//! JSON). A torn tail (a crash in the middle of a
 //! write) is cut back to the last whole frame and reported; a corrupt frame before the
 //! end, another program's file or a newer schema is refused, never reset.
 //!

@@ -13,6 +13,8 @@ use crate::stripe::params::{as_json, Params};
 
 /// The first bytes of a binary commit record (its layout's version 1): no JSON starts so.
 const PACKED_COMMIT: [u8; 2] = [0xFA, 0x01];
+/// [`Record::Reset`] as written: the only record that is a JSON string.
+const RESET: &[u8] = b"\"reset\"";
 
 /// Why a payload is not a record.
 #[derive(Debug, thiserror::Error)]
@@ -182,12 +184,27 @@ mod hex_tokens {
 }
 
 impl Record {
-    /// Whether a payload starting with `prefix` (its first two bytes) can be a record:
-    /// a JSON object (`{"commit":…`), or the JSON string of a record without fields
-    /// (`"reset"`). The log's reader looks for it where a frame may begin, to tell a
-    /// damaged frame from a torn tail.
-    pub fn may_start(prefix: [u8; 2]) -> bool {
-        matches!(prefix, [b'{', b'"'] | [b'"', b'a'..=b'z'] | PACKED_COMMIT)
+    /// Whether a frame's payload of `size` bytes starting with `prefix` (its first two
+    /// bytes) can be a record: a write's binary commit (`0xFA 0x01`), a JSON object
+    /// (`{"retired":…`), or the one record written as a JSON string, `"reset"`. The log's
+    /// reader looks for it where a frame may begin, to tell a damaged frame from a torn
+    /// tail; precise, so that a frame's own bytes seldom pass for the start of another.
+    pub fn may_start(size: u32, prefix: [u8; 2]) -> bool {
+        match prefix {
+            [b'{', b'"'] | PACKED_COMMIT => true,
+            [b'"', b'r'] => size == RESET.len() as u32,
+            _ => false,
+        }
+    }
+
+    /// For a write's record, whether it is binary (schema 4) or JSON (schema 3 and
+    /// before); `None` for any other record.
+    pub fn commit_is_binary(payload: &[u8]) -> Option<bool> {
+        match payload {
+            [0xFA, 0x01, ..] => Some(true),
+            _ if payload.starts_with(b"{\"commit\"") => Some(false),
+            _ => None,
+        }
     }
 
     /// The record as this fauxpay writes it: a commit in binary, anything else as JSON.
@@ -396,7 +413,7 @@ mod tests {
         for r in records.into_iter().chain([two_ids]) {
             let bytes = r.to_bytes();
             assert!(
-                Record::may_start([bytes[0], bytes[1]]),
+                Record::may_start(bytes.len() as u32, [bytes[0], bytes[1]]),
                 "{r:?} is recognised where a frame begins"
             );
             assert_eq!(Record::from_bytes(&bytes).unwrap(), r);

@@ -187,32 +187,47 @@ pub fn open(
 
 /// About the fewest bytes a confirmed payment's record takes in the log: the log's
 /// length divided by it is the most payments it can hold, which recovery makes room for
-/// before replaying. Binary commits (schema 4: the benchmark's 300,000 payments make
-/// 128 MB, ~427 bytes each) and JSON ones (schema 3 and before: 682 MB for 1,000,000,
-/// ~700 bytes each).
+/// before replaying. Binary commits (schema 4: the benchmark's 1,000,000 payments make
+/// 399 MB, ~420 bytes each) and JSON ones (schema 3 and before: 694 MB, ~700 bytes each).
 const LOG_BYTES_PER_PAYMENT: u64 = 370;
 const JSON_LOG_BYTES_PER_PAYMENT: u64 = 640;
 
 /// How many payments `dir`'s log can hold at most (0 when there is none yet).
 fn payments_in_log(dir: &Path) -> usize {
-    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let path = dir.join(file::LOG_FILE);
     // The bytes the file holds on disk, not its length: a sparse tail (a crash on some
     // file systems leaves one; 16 GiB of it used to reserve 504 MB) holds none.
     let bytes = std::fs::metadata(&path).map_or(0, |m| m.len().min(m.blocks() * 512));
-    // A log of schema 3 or before (its header says; read before it is marked with this
-    // one) holds JSON commits, and any it gets now are binary.
-    let mut header = [0u8; file::HEADER_LEN as usize];
-    let json = std::fs::File::open(&path)
-        .and_then(|mut f| f.read_exact(&mut header))
-        .is_ok_and(|()| u32::from_le_bytes([header[8], header[9], header[10], header[11]]) < 4);
-    let per_payment = if json {
-        JSON_LOG_BYTES_PER_PAYMENT
-    } else {
-        LOG_BYTES_PER_PAYMENT
+    // A log begun by a fauxpay of schema 3 or before holds JSON writes (and binary ones
+    // after them, once opened by this one): its first write says which it mostly is.
+    let per_payment = match first_commit_is_binary(&path) {
+        Some(false) => JSON_LOG_BYTES_PER_PAYMENT,
+        _ => LOG_BYTES_PER_PAYMENT,
     };
     usize::try_from(bytes / per_payment).unwrap_or(usize::MAX)
+}
+
+/// Whether the first write's record in the log's first 64 KiB is binary (`None`: none
+/// there, or no log).
+fn first_commit_is_binary(path: &Path) -> Option<bool> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(64 << 10)
+        .read_to_end(&mut head)
+        .ok()?;
+    let mut at = file::HEADER_LEN as usize;
+    while let Some(frame) = head.get(at..at + 8) {
+        let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+        let payload = head.get(at + 8..(at + 8).saturating_add(len))?;
+        if let Some(binary) = Record::commit_is_binary(payload) {
+            return Some(binary);
+        }
+        at += 8 + len;
+    }
+    None
 }
 
 /// Runs records again on a provider being recovered.
@@ -809,6 +824,58 @@ mod tests {
         assert_eq!(summary.unwrap().resumed_deliveries, 60);
         assert_eq!(again.payments.events.table.len(), kept);
         again.durable().unwrap().close();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A log begun in JSON (schema 3, upgraded) reserves by JSON's bytes a payment, one
+    /// begun in binary by binary's, whatever records come before the first write.
+    #[test]
+    fn the_first_write_says_how_many_bytes_a_payment_takes() {
+        let dir = empty_dir("fauxpay-bytes-per-payment");
+        let path = dir.join(file::LOG_FILE);
+        let log = |records: &[Vec<u8>]| {
+            let mut bytes = file::header();
+            for r in records {
+                file::encode_frame(r, &mut bytes);
+            }
+            std::fs::write(&path, bytes).unwrap();
+        };
+        let profile = Record::Profile { source: "x".into() }.to_json();
+        let commit = |binary: bool| {
+            let c = Commit {
+                at_ms: 1,
+                request_id: RequestId::generate(),
+                api_key: "sk_test_x".into(),
+                verb: "POST".into(),
+                endpoint: "/v1/payment_intents".into(),
+                path: "/v1/payment_intents".into(),
+                id: String::new(),
+                sub: String::new(),
+                params: Params::default(),
+                idempotency_key: None,
+                fingerprint: Vec::new(),
+                correlation_id: None,
+                fault: None,
+                decline: None,
+                origin: None,
+                tokens: Vec::new(),
+                attempt: None,
+                injected_status: None,
+                status: None,
+            };
+            let r = Record::Commit(Box::new(c));
+            if binary {
+                r.to_bytes()
+            } else {
+                r.to_json()
+            }
+        };
+        log(&[profile.clone(), commit(false), commit(true)]);
+        assert_eq!(first_commit_is_binary(&path), Some(false));
+        log(&[profile.clone(), commit(true)]);
+        assert_eq!(first_commit_is_binary(&path), Some(true));
+        log(&[profile]);
+        assert_eq!(first_commit_is_binary(&path), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Node, Params, Span};
+use super::{span_str, Node, Params, Span};
 
 /// Deepest tree read back: the JSON parser's own limit (a form nests at most
 /// [`MAX_DEPTH`](super::MAX_DEPTH)).
@@ -62,6 +62,9 @@ impl Params {
     /// character boundaries, every container whole, nothing after the tree.
     pub fn unpacked(packed: Packed<'_>) -> Result<Self, &'static str> {
         let Packed { text, tokens } = packed;
+        if text.contains('\0') {
+            return Err("a NUL character in the parameters");
+        }
         let span = |s: Span| {
             let (start, end) = (s.start as usize, s.start as usize + s.len as usize);
             match text.get(start..end) {
@@ -82,7 +85,7 @@ impl Params {
                 let full = open.pop().unwrap_or_else(|| unreachable!());
                 let (entry_key, node) = full.node();
                 match open.last_mut() {
-                    Some(parent) => parent.add(entry_key, node)?,
+                    Some(parent) => parent.add(text, entry_key, node)?,
                     None => {
                         return match (node, tokens.next()) {
                             (Node::Object(root), None) => Ok(Params {
@@ -120,7 +123,7 @@ impl Params {
                 }
             };
             match open.last_mut() {
-                Some(parent) => parent.add(key.take(), node)?,
+                Some(parent) => parent.add(text, key.take(), node)?,
                 None => return Err("tokens after the parameters"),
             }
         }
@@ -171,10 +174,11 @@ enum Kind {
 }
 
 impl Open {
-    /// A container of `n` children (room made for no more than the `left` tokens could
-    /// hold: a damaged count does not reserve gigabytes).
+    /// A container of `n` children, with room made for at most 64 of them and no more
+    /// than the `left` tokens could hold (a damaged count reserves nothing large; a
+    /// bigger container grows as it is read).
     fn new(kind: Kind, n: u32, left: usize, key: Option<Span>) -> Self {
-        let room = (n as usize).min(left);
+        let room = (n as usize).min(left).min(64);
         let children = match kind {
             Kind::Object => Children::Object(Vec::with_capacity(room)),
             Kind::List => Children::List(Vec::with_capacity(room)),
@@ -186,9 +190,19 @@ impl Open {
         matches!(self.children, Children::Object(_))
     }
 
-    fn add(&mut self, key: Option<Span>, node: Node) -> Result<(), &'static str> {
+    /// Adds a child; an object's keys must come sorted and unique, as a parse leaves
+    /// them (lookups search them by halves).
+    fn add(&mut self, text: &str, key: Option<Span>, node: Node) -> Result<(), &'static str> {
         match (&mut self.children, key) {
-            (Children::Object(entries), Some(key)) => entries.push((key, node)),
+            (Children::Object(entries), Some(key)) => {
+                if entries
+                    .last()
+                    .is_some_and(|(last, _)| span_str(text, *last) >= span_str(text, key))
+                {
+                    return Err("parameter names out of order");
+                }
+                entries.push((key, node))
+            }
             (Children::List(items), None) => items.push(node),
             (Children::Object(_), None) => return Err("a parameter without its name"),
             (Children::List(_), Some(_)) => return Err("a parameter name out of place"),
@@ -257,10 +271,26 @@ mod tests {
             (vec![Object(1), Key(s(0, 9)), Null], "a parameter outside its text"),
             (vec![Object(1), Key(s(0, 4)), Null], "a parameter outside its text"), // inside 'é'
             (vec![Object(0), Null], "tokens after the parameters"),
+            (
+                vec![Object(2), Key(s(1, 1)), Null, Key(s(0, 1)), Null],
+                "parameter names out of order",
+            ),
+            (
+                vec![Object(2), Key(s(0, 1)), Null, Key(s(0, 1)), Null],
+                "parameter names out of order",
+            ),
             (vec![Object(u32::MAX)], "parameters cut short"),
         ] {
             assert_eq!(packed(tokens).unwrap_err(), why);
         }
+        assert_eq!(
+            Params::unpacked(Packed {
+                text: "a\0",
+                tokens: vec![Object(0)]
+            })
+            .unwrap_err(),
+            "a NUL character in the parameters"
+        );
         let deep: Vec<Token> = [Object(1)]
             .into_iter()
             .chain((0..200).flat_map(|_| [Key(s(0, 1)), Object(1)]))
