@@ -60,6 +60,29 @@ pub struct TestCard {
     pub authentication: Authentication,
 }
 
+/// A card of [`CARDS`] in one byte (its place there), for objects kept by the million: an
+/// `Option<CardRef>` is one byte where an `Option<&TestCard>` is eight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CardRef(std::num::NonZeroU8);
+
+impl CardRef {
+    /// `card`'s place in [`CARDS`] (found by its address, else by its name); `None` for a
+    /// card that is not one of them.
+    pub fn of(card: &'static TestCard) -> Option<Self> {
+        let size = std::mem::size_of::<TestCard>();
+        let offset = (card as *const TestCard as usize).wrapping_sub(CARDS.as_ptr() as usize);
+        let by_address = (offset % size == 0)
+            .then_some(offset / size)
+            .filter(|&i| CARDS.get(i).is_some_and(|c| std::ptr::eq(c, card)));
+        let i = by_address.or_else(|| CARDS.iter().position(|c| c.name == card.name))?;
+        u8::try_from(i + 1).ok().and_then(std::num::NonZeroU8::new).map(Self)
+    }
+
+    pub fn card(self) -> &'static TestCard {
+        &CARDS[usize::from(self.0.get()) - 1]
+    }
+}
+
 const fn approved(name: &'static str, number: &'static str, brand: &'static str, funding: &'static str) -> TestCard {
     TestCard {
         name,
@@ -130,7 +153,7 @@ const fn decline(code: &'static str, decline_code: &'static str, message: &'stat
 const DECLINED: &str = "Your card was declined.";
 
 /// Every test card fauxpay knows, documented in docs/api.md's test card table.
-pub const CARDS: &[TestCard] = &[
+pub static CARDS: &[TestCard] = &[
     approved("visa", "4242424242424242", "visa", "credit"),
     approved("visa_debit", "4000056655665556", "visa", "debit"),
     approved("mastercard", "5555555555554444", "mastercard", "credit"),
@@ -330,6 +353,17 @@ mod tests {
     fn unknown_references_do_not_resolve() {
         assert!(TestCard::resolve("pm_card_nope").is_none());
         assert!(TestCard::resolve("4111").is_none());
+    }
+
+    #[test]
+    fn every_card_is_one_byte_and_back() {
+        for card in CARDS {
+            assert!(std::ptr::eq(CardRef::of(card).unwrap().card(), card), "{}", card.name);
+        }
+        // A copy (not one of CARDS' own rows) is found by its name.
+        let copy: &'static TestCard = Box::leak(Box::new(CARDS[3].clone()));
+        assert!(std::ptr::eq(CardRef::of(copy).unwrap().card(), &CARDS[3]));
+        assert_eq!(std::mem::size_of::<Option<CardRef>>(), 1);
     }
 
     #[test]

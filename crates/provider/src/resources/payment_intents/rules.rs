@@ -23,7 +23,7 @@ use crate::resources::three_ds::action::{payment_gate, Authenticate, Gate, NextA
 use crate::state::clock::now_unix;
 use crate::state::ledger::{LedgerEntry, MovementKind};
 use crate::state::payments::{DuplicatePolicy, Payments};
-use crate::stripe::cards::{Authentication, Decline, TestCard, AUTHENTICATION_REQUIRED};
+use crate::stripe::cards::{Authentication, CardRef, Decline, TestCard, AUTHENTICATION_REQUIRED};
 use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update, MAX_TEXT_LEN,
 };
@@ -167,6 +167,7 @@ impl Payments {
             statement_descriptor_suffix: text(p, "statement_descriptor_suffix")?,
             transfer_group: text(p, "transfer_group")?,
             checkout_session: attempt.checkout_session,
+            canceled_at: None,
         };
         let manual_confirmation = match p.opt_str("confirmation_method")? {
             None | Some("automatic") => false,
@@ -185,7 +186,6 @@ impl Payments {
             amount_capturable: 0,
             amount_received: 0,
             automatic_payment_methods,
-            canceled_at: None,
             cancellation_reason: None,
             capture_method,
             created: now_unix(),
@@ -202,7 +202,7 @@ impl Payments {
                 IntentStatus::RequiresPaymentMethod
             },
             next_action: None,
-            card,
+            card: card.and_then(CardRef::of),
             correlation_id: self.correlation_id(p, attempt),
         };
         if !confirm {
@@ -332,13 +332,13 @@ impl Payments {
             }
             pi.text = t.boxed();
             if let Some(m) = method {
-                pi.card = m.map(|m| m.card);
+                pi.set_card(m.map(|m| m.card));
                 pi.payment_method = m.map(|m| m.id());
             }
             // A new amount, currency or payment method voids a pending authentication.
             if method.is_some() || (pi.status == RequiresAction && (amount.is_some() || currency.is_some())) {
                 pi.next_action = None;
-                pi.status = if pi.card.is_some() {
+                pi.status = if pi.card().is_some() {
                     RequiresConfirmation
                 } else {
                     RequiresPaymentMethod
@@ -406,7 +406,7 @@ impl Payments {
                 }
             }
             if let Some(method) = new_method {
-                pi.card = Some(method.card);
+                pi.set_card(Some(method.card));
                 pi.payment_method = Some(method.id());
             }
             if let Some(m) = capture_method {
@@ -415,7 +415,7 @@ impl Payments {
             if let Some(u) = setup_future_usage {
                 pi.setup_future_usage = u;
             }
-            let Some(card) = pi.card else {
+            let Some(card) = pi.card() else {
                 return Err(ApiError::unexpected_state(
                     "You cannot confirm this PaymentIntent because it's missing a payment method. Specify a payment_method.",
                 )
@@ -549,7 +549,7 @@ impl Payments {
         let outcome = Authenticate::parse(p)?.outcome;
         let id = PaymentIntentId::parse(raw_id).ok_or_else(unknown)?;
         self.with_intent_locked(&id, |slot, entry| {
-            let (IntentStatus::RequiresAction, Some(card)) = (slot.status, slot.card) else {
+            let (IntentStatus::RequiresAction, Some(card)) = (slot.status, slot.card()) else {
                 return Err(ApiError::unexpected_state(format!(
                     "This PaymentIntent is not awaiting authentication: its status is {}.",
                     slot.status.as_str()
@@ -660,7 +660,7 @@ impl Payments {
                 pi.status = Canceled;
                 pi.amount_capturable = 0;
                 pi.next_action = None;
-                pi.canceled_at = Some(now_unix());
+                pi.set_canceled_at(now_unix());
                 pi.cancellation_reason = reason;
                 *slot = Arc::new(pi);
                 self.events

@@ -34,7 +34,7 @@ impl Payments {
                 status: pi.status.as_str(),
                 awaiting: pi.status == IntentStatus::RequiresAction,
                 amount: Some((pi.amount, pi.currency.code())),
-                card: pi.card.map(|c| (c.brand, c.last4())),
+                card: pi.card().map(|c| (c.brand, c.last4())),
                 description: pi.description().map(str::to_string),
                 metadata: pi.metadata.iter().map(|(k, v)| (k.into(), v.into())).collect(),
                 return_url: pi

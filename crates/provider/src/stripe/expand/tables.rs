@@ -434,7 +434,7 @@ fn payment_method(p: &Payments, id: &str, owner: Option<(Kind, &str)>) -> Option
     if pi.payment_method != Some(pm_id) {
         return None;
     }
-    let mut pm = PaymentMethod::new(pi.card?);
+    let mut pm = PaymentMethod::new(pi.card()?);
     pm.id = pm_id;
     pm.created = pi.created;
     Some(pm.to_json())

@@ -3,7 +3,7 @@
 use crate::resources::charges::object::{Charge, NewCharge};
 use crate::resources::payment_intents::object::*;
 use crate::state::clock::now_unix;
-use crate::stripe::cards::TestCard;
+use crate::stripe::cards::{CardRef, TestCard};
 use crate::stripe::ids::{ChargeId, CustomerId, PaymentIntentId, PaymentMethodId};
 use crate::stripe::json::*;
 use crate::stripe::money::Currency;
@@ -87,7 +87,6 @@ fn written_json_is_exactly_the_serialised_json() {
         amount_capturable: 5000,
         amount_received: 0,
         automatic_payment_methods: None,
-        canceled_at: None,
         cancellation_reason: None,
         capture_method: CaptureMethod::Manual,
         created: now_unix(),
@@ -100,7 +99,7 @@ fn written_json_is_exactly_the_serialised_json() {
         setup_future_usage: None,
         status: IntentStatus::RequiresCapture,
         next_action: None,
-        card: Some(visa),
+        card: CardRef::of(visa),
         correlation_id: None,
     };
     let check = |pi: &PaymentIntent| {
@@ -110,7 +109,6 @@ fn written_json_is_exactly_the_serialised_json() {
     };
     check(&pi);
     pi.automatic_payment_methods = Some(false);
-    pi.canceled_at = Some(1_700_000_000);
     pi.cancellation_reason = Some(CancellationReason::Abandoned);
     pi.latest_charge = Some(ChargeId::generate());
     pi.payment_method = Some(PaymentMethodId::generate());
@@ -123,8 +121,10 @@ fn written_json_is_exactly_the_serialised_json() {
         statement_descriptor_suffix: Some("X".into()),
         transfer_group: Some("g".into()),
         checkout_session: None,
+        canceled_at: None,
     }
     .boxed();
+    pi.set_canceled_at(1_700_000_000); // beside the texts, in their box
     pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(
         declined.decline.as_ref().unwrap(),
         ChargeId::generate(),
