@@ -345,6 +345,35 @@ impl Commit {
 }
 
 #[cfg(test)]
+impl Commit {
+    /// A write with nothing but what every write has: `POST /v1/payment_intents`, no
+    /// parameters, no key (tests fill in what they are about).
+    pub(crate) fn example() -> Self {
+        Commit {
+            at_ms: 1,
+            request_id: RequestId::generate(),
+            api_key: "sk_test_x".into(),
+            verb: "POST".into(),
+            endpoint: "/v1/payment_intents".into(),
+            path: "/v1/payment_intents".into(),
+            id: String::new(),
+            sub: String::new(),
+            params: Params::default(),
+            idempotency_key: None,
+            fingerprint: Vec::new(),
+            correlation_id: None,
+            fault: None,
+            decline: None,
+            origin: None,
+            tokens: Vec::new(),
+            attempt: None,
+            injected_status: None,
+            status: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -353,25 +382,17 @@ mod tests {
         let records = [
             Record::Commit(Box::new(Commit {
                 at_ms: 1_764_000_000_123,
-                request_id: RequestId::generate(),
-                api_key: "sk_test_x".into(),
-                verb: "POST".into(),
-                endpoint: "/v1/payment_intents".into(),
-                path: "/v1/payment_intents".into(),
-                id: String::new(),
-                sub: String::new(),
                 params: Params::from_value(&serde_json::json!({"amount": "100", "metadata": {"order_id": "o1"}}))
                     .unwrap(),
                 idempotency_key: Some("k1".into()),
                 fingerprint: vec![[7, 8]],
                 correlation_id: Some("o1".into()),
-                fault: None,
                 decline: Some(["card_declined".into(), "generic_decline".into(), "no".into()]),
-                origin: None,
                 tokens: vec![[1, 2], [u64::MAX, 0]],
                 attempt: Some(2),
                 injected_status: Some(500),
                 status: Some(402),
+                ..Commit::example()
             })),
             Record::Attempt {
                 identity: "k1".into(),
@@ -425,25 +446,14 @@ mod tests {
     #[test]
     fn a_damaged_binary_commit_is_an_error_not_a_panic() {
         let commit = Commit {
-            at_ms: 1,
-            request_id: RequestId::generate(),
-            api_key: "sk_test_x".into(),
-            verb: "POST".into(),
-            endpoint: "/v1/payment_intents".into(),
-            path: "/v1/payment_intents".into(),
-            id: String::new(),
-            sub: String::new(),
             params: Params::from_form(b"amount=100&metadata[order_id]=o1&expand[]=a&expand[]=b").unwrap(),
             idempotency_key: Some("k1".into()),
             fingerprint: vec![[7, 8]],
             correlation_id: Some("o1".into()),
-            fault: None,
-            decline: None,
-            origin: None,
             tokens: vec![[1, 2]],
             attempt: Some(1),
-            injected_status: None,
             status: Some(200),
+            ..Commit::example()
         };
         let bytes = Record::Commit(Box::new(commit)).to_bytes();
         for cut in 2..bytes.len() {

@@ -842,27 +842,7 @@ mod tests {
         };
         let profile = Record::Profile { source: "x".into() }.to_json();
         let commit = |binary: bool| {
-            let c = Commit {
-                at_ms: 1,
-                request_id: RequestId::generate(),
-                api_key: "sk_test_x".into(),
-                verb: "POST".into(),
-                endpoint: "/v1/payment_intents".into(),
-                path: "/v1/payment_intents".into(),
-                id: String::new(),
-                sub: String::new(),
-                params: Params::default(),
-                idempotency_key: None,
-                fingerprint: Vec::new(),
-                correlation_id: None,
-                fault: None,
-                decline: None,
-                origin: None,
-                tokens: Vec::new(),
-                attempt: None,
-                injected_status: None,
-                status: None,
-            };
+            let c = Commit::example();
             let r = Record::Commit(Box::new(c));
             if binary {
                 r.to_bytes()
