@@ -25,8 +25,8 @@ pub const LOG_FILE: &str = "fauxpay.log";
 /// The schema this fauxpay writes and reads; a newer one is refused. Version 2 added the
 /// `retired` record, version 3 the `totals` record a compacted log holds, version 4
 /// writes commits in binary ([`Record`]); an older log is read as it is and marked with
-/// this version when opened (so that an older fauxpay refuses it rather than read a
-/// record it does not know).
+/// this version once read to its end (so that an older fauxpay refuses it rather than
+/// read a record it does not know, and can still open one this fauxpay did not start on).
 pub const SCHEMA_VERSION: u32 = 4;
 /// Where compaction writes the log's next version before it takes the log's place (a
 /// leftover one, from a crash during compaction, is removed when the log is opened).
@@ -187,11 +187,6 @@ pub fn open(
         });
     }
     drop(reader);
-    if version < SCHEMA_VERSION {
-        file.seek(SeekFrom::Start(8)).map_err(io(dir))?;
-        file.write_all(&SCHEMA_VERSION.to_le_bytes()).map_err(io(dir))?;
-        file.sync_data().map_err(io(dir))?;
-    }
     let mut offset = HEADER_LEN;
     let mut frames = Frames::new(&file, len);
     while offset < len {
@@ -276,6 +271,13 @@ pub fn open(
     if found.torn_bytes > 0 {
         file.set_len(offset).map_err(io(dir))?;
         file.sync_all().map_err(io(dir))?;
+    }
+    // Marked with this schema only once every record has read: a log this fauxpay does
+    // not start on is still one the fauxpay that wrote it can open.
+    if version < SCHEMA_VERSION {
+        file.seek(SeekFrom::Start(8)).map_err(io(dir))?;
+        file.write_all(&SCHEMA_VERSION.to_le_bytes()).map_err(io(dir))?;
+        file.sync_data().map_err(io(dir))?;
     }
     file.seek(SeekFrom::Start(offset)).map_err(io(dir))?;
     Ok((file, found))
@@ -679,6 +681,26 @@ mod tests {
             e.contains(&format!("newer fauxpay (schema {}", SCHEMA_VERSION + 1)),
             "{e}"
         );
+    }
+
+    /// An older log this fauxpay cannot read to the end keeps its schema: the fauxpay
+    /// that wrote it still opens it.
+    #[test]
+    fn an_older_log_that_does_not_read_is_not_marked() {
+        let d = dir("v3-unread");
+        std::fs::create_dir_all(&d).unwrap();
+        let mut v3 = MAGIC.to_vec();
+        v3.extend_from_slice(&3u32.to_le_bytes());
+        encode_frame(&records(1)[0], &mut v3);
+        std::fs::write(d.join(LOG_FILE), &v3).unwrap();
+        assert!(open(&d, |_, _, _| Err("a record this fauxpay does not know".into())).is_err());
+        assert_eq!(std::fs::read(d.join(LOG_FILE)).unwrap()[8..12], 3u32.to_le_bytes());
+        read_all(&d).unwrap();
+        assert_eq!(
+            std::fs::read(d.join(LOG_FILE)).unwrap()[8..12],
+            SCHEMA_VERSION.to_le_bytes()
+        );
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
