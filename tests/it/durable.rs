@@ -553,6 +553,22 @@ async fn updates_under_a_charges_path_survive_a_crash() {
         server.startup
     );
     assert_eq!(state(&client, &server.url).await, recovered);
+    // Opened by this fauxpay, the old log is schema 4 and goes on in binary: JSON writes
+    // then binary ones, read back together.
+    let (later, _) = pay(&client, &server.url, "two-ids-2").await.unwrap();
+    let mixed = state(&client, &server.url).await;
+    server.terminate();
+    let log_now = std::fs::read(&log).unwrap();
+    assert_eq!(log_now[8..12], 4u32.to_le_bytes());
+    assert!(
+        log_now[12..].starts_with(&old[12..]) && log_now.len() > old.len(),
+        "the JSON writes kept, binary ones after them"
+    );
+    let server = start_async(&dir, &[]).await;
+    assert!(!server.startup.contains("WARN"), "{}", server.startup);
+    assert_eq!(state(&client, &server.url).await, mixed);
+    let (_, intent) = get(&client, &server.url, &format!("/v1/payment_intents/{later}")).await;
+    assert_eq!(intent["status"], "succeeded");
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }
