@@ -98,6 +98,23 @@ pub fn header() -> Vec<u8> {
     header
 }
 
+/// The first `Some` that `f` makes of a payload among the first frames of the log at
+/// `path` (its first 64 KiB, read as they are, unchecked): a cheap look at what a log
+/// begins with. `None` when no frame there gives one, or there is no log.
+pub fn peek<T>(path: &Path, mut f: impl FnMut(&[u8]) -> Option<T>) -> Option<T> {
+    let mut head = Vec::new();
+    File::open(path).ok()?.take(64 << 10).read_to_end(&mut head).ok()?;
+    let mut at = HEADER_LEN as usize;
+    while let Some(frame) = head.get(at..at + 8) {
+        let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
+        if let Some(found) = f(head.get(at + 8..(at + 8).saturating_add(len))?) {
+            return Some(found);
+        }
+        at += 8 + len;
+    }
+    None
+}
+
 /// Encodes one frame around `payload` into `out`.
 pub fn encode_frame(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());

@@ -200,10 +200,10 @@ impl Record {
     /// For a write's record, whether it is binary (schema 4) or JSON (schema 3 and
     /// before); `None` for any other record.
     pub fn commit_is_binary(payload: &[u8]) -> Option<bool> {
-        match payload {
-            [0xFA, 0x01, ..] => Some(true),
-            _ if payload.starts_with(b"{\"commit\"") => Some(false),
-            _ => None,
+        if payload.starts_with(&PACKED_COMMIT) {
+            Some(true)
+        } else {
+            payload.starts_with(b"{\"commit\"").then_some(false)
         }
     }
 

@@ -201,33 +201,11 @@ fn payments_in_log(dir: &Path) -> usize {
     let bytes = std::fs::metadata(&path).map_or(0, |m| m.len().min(m.blocks() * 512));
     // A log begun by a fauxpay of schema 3 or before holds JSON writes (and binary ones
     // after them, once opened by this one): its first write says which it mostly is.
-    let per_payment = match first_commit_is_binary(&path) {
+    let per_payment = match file::peek(&path, Record::commit_is_binary) {
         Some(false) => JSON_LOG_BYTES_PER_PAYMENT,
         _ => LOG_BYTES_PER_PAYMENT,
     };
     usize::try_from(bytes / per_payment).unwrap_or(usize::MAX)
-}
-
-/// Whether the first write's record in the log's first 64 KiB is binary (`None`: none
-/// there, or no log).
-fn first_commit_is_binary(path: &Path) -> Option<bool> {
-    use std::io::Read;
-    let mut head = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(64 << 10)
-        .read_to_end(&mut head)
-        .ok()?;
-    let mut at = file::HEADER_LEN as usize;
-    while let Some(frame) = head.get(at..at + 8) {
-        let len = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
-        let payload = head.get(at + 8..(at + 8).saturating_add(len))?;
-        if let Some(binary) = Record::commit_is_binary(payload) {
-            return Some(binary);
-        }
-        at += 8 + len;
-    }
-    None
 }
 
 /// Runs records again on a provider being recovered.
@@ -851,11 +829,11 @@ mod tests {
             }
         };
         log(&[profile.clone(), commit(false), commit(true)]);
-        assert_eq!(first_commit_is_binary(&path), Some(false));
+        assert_eq!(file::peek(&path, Record::commit_is_binary), Some(false));
         log(&[profile.clone(), commit(true)]);
-        assert_eq!(first_commit_is_binary(&path), Some(true));
+        assert_eq!(file::peek(&path, Record::commit_is_binary), Some(true));
         log(&[profile]);
-        assert_eq!(first_commit_is_binary(&path), None);
+        assert_eq!(file::peek(&path, Record::commit_is_binary), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -97,7 +97,7 @@ pub struct LedgerRecord {
 }
 
 /// A record's fields that most movements leave empty.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Rare {
     charge: Option<ChargeId>,
     checkout_session: Option<CheckoutSessionId>,
@@ -107,8 +107,7 @@ struct Rare {
 impl Rare {
     /// `None` when every field is empty.
     fn boxed(self) -> Option<Box<Rare>> {
-        let empty = self.charge.is_none() && self.checkout_session.is_none() && self.fault.is_none();
-        (!empty).then(|| Box::new(self))
+        super::rare::boxed(self)
     }
 }
 

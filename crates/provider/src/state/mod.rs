@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod ledger;
 pub mod payments;
+pub mod rare;
 pub mod shard;
 pub mod table;
 pub mod trace;

@@ -7,6 +7,7 @@ use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+use crate::state::rare;
 use crate::state::table::Keyed;
 use crate::stripe::cards::{Decline, TestCard};
 use crate::stripe::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId, Token};
@@ -47,17 +48,11 @@ pub struct Charge {
 }
 
 /// A charge's fields that most charges leave empty.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Rare {
     customer: Option<CustomerId>,
     description: Option<Box<str>>,
     decline: Option<Decline>,
-}
-
-impl Rare {
-    fn is_empty(&self) -> bool {
-        self.customer.is_none() && self.description.is_none() && self.decline.is_none()
-    }
 }
 
 /// What a new charge is made of.
@@ -114,9 +109,7 @@ impl Charge {
     }
 
     fn change_rare(&mut self, f: impl FnOnce(&mut Rare)) {
-        let mut rare = self.rare.take().map(|r| *r).unwrap_or_default();
-        f(&mut rare);
-        self.rare = (!rare.is_empty()).then(|| Box::new(rare));
+        rare::change(&mut self.rare, f);
     }
 
     /// The customer of the payment intent it was made for, if it has one.

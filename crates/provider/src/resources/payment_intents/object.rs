@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::resources::setup_intents::object::Usage;
 use crate::resources::three_ds::action::NextAction;
+use crate::state::rare;
 use crate::state::table::Keyed;
 use crate::stripe::cards::{CardRef, Decline, TestCard};
 use crate::stripe::ids::{ChargeId, CheckoutSessionId, CorrelationId, PaymentIntentId, PaymentMethodId, Token};
@@ -150,7 +151,7 @@ pub struct IntentText {
 impl IntentText {
     /// `None` when every field is empty.
     pub fn boxed(self) -> Option<Box<Self>> {
-        (self != Self::default()).then(|| Box::new(self))
+        rare::boxed(self)
     }
 }
 
@@ -221,9 +222,7 @@ impl PaymentIntent {
 
     /// Marks the intent canceled at `at` (Unix seconds).
     pub fn set_canceled_at(&mut self, at: i64) {
-        let mut text = self.text.take().map(|t| *t).unwrap_or_default();
-        text.canceled_at = Some(at);
-        self.text = text.boxed();
+        rare::change(&mut self.text, |t| t.canceled_at = Some(at));
     }
 
     /// The Checkout Session the intent was made for.
