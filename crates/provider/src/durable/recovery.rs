@@ -274,7 +274,7 @@ impl<'a> Replay<'a> {
         let pending_of = |event: &Event, endpoints: Vec<Arc<WebhookEndpoint>>| -> Vec<Arc<WebhookEndpoint>> {
             endpoints
                 .into_iter()
-                .filter(|e| !ended.contains_key(&(event.id.to_string(), e.url.to_string())))
+                .filter(|e| !ended.contains_key(&(event.id().to_string(), e.url.to_string())))
                 .collect()
         };
         let mut orphans: Vec<Deferred> = std::mem::take(&mut self.orphans)
@@ -286,7 +286,7 @@ impl<'a> Replay<'a> {
             })
             .collect();
         orphans.shrink_to_fit();
-        let orphaned: std::collections::HashSet<String> = orphans.iter().map(|(e, _)| e.id.to_string()).collect();
+        let orphaned: std::collections::HashSet<String> = orphans.iter().map(|(e, _)| e.id().to_string()).collect();
         self.orphans = orphans;
         self.ended.retain(|(event, _), _| {
             orphaned.contains(event)
@@ -434,12 +434,12 @@ impl<'a> Replay<'a> {
         let orphans = self.orphans.iter().map(|(e, ends)| (e.clone(), ends.clone()));
         let kept = deferred.into_iter().filter(|(event, _)| {
             // Gone since (a reset, or past the event TTL): nothing to deliver.
-            events.table.get(&event.id).is_some()
+            events.table.get(&event.id()).is_some()
         });
         for (event, endpoints) in orphans.chain(kept) {
             let mut pending = Vec::new();
             for endpoint in endpoints {
-                let key = (event.id.to_string(), endpoint.url.to_string());
+                let key = (event.id().to_string(), endpoint.url.to_string());
                 match self.ended.get(&key) {
                     Some(true) => event.acknowledged(),
                     Some(false) => event.mark_failed(),

@@ -284,11 +284,11 @@ async fn resend_webhook(State(app): State<AppState>, req: ApiRequest) -> Respons
         .events
         .endpoints()
         .iter()
-        .filter(|e| e.wants(event.kind))
+        .filter(|e| e.wants(event.kind()))
         .cloned()
         .collect();
     app.webhooks.resend(&event, &endpoints);
-    Json(json!({"event": event.id, "endpoints": endpoints.iter().map(|e| e.id).collect::<Vec<_>>()})).into_response()
+    Json(json!({"event": event.id(), "endpoints": endpoints.iter().map(|e| e.id).collect::<Vec<_>>()})).into_response()
 }
 
 async fn drain_webhooks(State(app): State<AppState>, req: ApiRequest) -> Response {

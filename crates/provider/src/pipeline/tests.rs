@@ -352,3 +352,23 @@ async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
     );
     assert_eq!(charges(&app), 1, "nothing charged on the second endpoint");
 }
+
+/// A confirmed create's three events are made by one request and share one allocation.
+#[tokio::test]
+async fn a_confirmed_creates_events_share_one_allocation() {
+    let app = Provider::new(Config::default());
+    assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(200));
+    let page = app
+        .payments
+        .events
+        .table
+        .page(crate::state::table::Cursor::Start, 10, |_| true);
+    let kinds: Vec<&str> = page.items.iter().map(|e| e.kind().as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["payment_intent.succeeded", "charge.succeeded", "payment_intent.created"]
+    );
+    let batch = page.items[0].batch();
+    assert_eq!(batch.event_count(), 3);
+    assert!(page.items.iter().all(|e| e.batch().same(batch)));
+}

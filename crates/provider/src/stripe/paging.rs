@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::error::ApiError;
 use crate::reply::Reply;
-use crate::state::table::{Cursor, Keyed, Table};
+use crate::state::table::{Cursor, Keyed, Row, Table};
 use crate::stripe::params::Params;
 use crate::stripe::search::{Query, Searchable};
 
@@ -39,13 +39,13 @@ pub fn list_request(p: &Params, seq_of: impl Fn(&str) -> Option<u64>) -> Result<
 }
 
 /// A Stripe list of `table`'s objects that `keep` accepts, newest first.
-pub fn list_page<V: Keyed + Clone>(
+pub fn list_page<V: Row>(
     table: &Table<V>,
     p: &Params,
     url: &str,
     parse: impl Fn(&str) -> Option<V::Key>,
-    keep: impl Fn(&V) -> bool,
-    to_json: impl Fn(&V) -> Value,
+    keep: impl Fn(&V::Item) -> bool,
+    to_json: impl Fn(&V::Item) -> Value,
 ) -> Result<Reply, ApiError> {
     let req = list_request(p, |id| parse(id).and_then(|k| table.seq_of(&k)))?;
     let page = table.page(req.cursor, req.limit, keep);

@@ -113,7 +113,7 @@ impl Counts {
 
 /// One delivery to do: an event to an endpoint, its attempt number.
 struct Job {
-    event: Arc<Event>,
+    event: Event,
     endpoint: Arc<WebhookEndpoint>,
     attempt: u32,
     resend: bool,
@@ -235,7 +235,7 @@ impl Webhooks {
     fn record_end(&self, job: &Job, ok: bool) {
         if let Some(log) = self.data_log.get() {
             log.append(&Record::Delivered {
-                event: job.event.id.to_string(),
+                event: job.event.id().to_string(),
                 url: job.endpoint.url.to_string(),
                 ok,
             });
@@ -276,7 +276,7 @@ impl Webhooks {
     }
 
     /// Delivers `event` again to `endpoints` (as Stripe's dashboard resends one).
-    pub fn resend(&self, event: &Arc<Event>, endpoints: &[Arc<WebhookEndpoint>]) {
+    pub fn resend(&self, event: &Event, endpoints: &[Arc<WebhookEndpoint>]) {
         for endpoint in endpoints {
             // An acknowledged event is pending again until the resend is acknowledged.
             if event.delivered() {
@@ -339,11 +339,11 @@ impl Webhooks {
 
     /// One delivery attempt, then its follow-up (acknowledged, retried or given up).
     async fn run(self: Arc<Self>, job: Job, lane: Arc<Lane>) {
-        let event_id = job.event.id.as_str();
+        let event_id = job.event.id().as_str();
         let endpoint_id = job.endpoint.id.as_str();
         let decision = self.faults.current().engine.decide_delivery(&DeliveryFacts {
             event_id: &event_id,
-            event_type: job.event.kind.as_str(),
+            event_type: job.event.kind().as_str(),
             endpoint: &endpoint_id,
             attempt: job.attempt,
         });
@@ -390,8 +390,8 @@ impl Webhooks {
         self.log.push(DeliveryRecord {
             seq: 0,
             time_ms,
-            event: job.event.id,
-            event_type: job.event.kind.as_str(),
+            event: job.event.id(),
+            event_type: job.event.kind().as_str(),
             endpoint: job.endpoint.id,
             url: Arc::from(&*job.endpoint.url),
             attempt: job.attempt,
@@ -456,8 +456,8 @@ impl Webhooks {
             me.log.push(DeliveryRecord {
                 seq: 0,
                 time_ms,
-                event: copy_job.event.id,
-                event_type: copy_job.event.kind.as_str(),
+                event: copy_job.event.id(),
+                event_type: copy_job.event.kind().as_str(),
                 endpoint: copy_job.endpoint.id,
                 url: Arc::from(&*copy_job.endpoint.url),
                 attempt: copy_job.attempt,
@@ -517,7 +517,7 @@ impl Webhooks {
 }
 
 impl Publisher for Webhooks {
-    fn publish(&self, event: &Arc<Event>, endpoints: &[Arc<WebhookEndpoint>]) {
+    fn publish(&self, event: &Event, endpoints: &[Arc<WebhookEndpoint>]) {
         for endpoint in endpoints {
             self.outstanding.fetch_add(1, Ordering::SeqCst);
             self.enqueue(Job {

@@ -17,8 +17,9 @@ use crate::stripe::ids::{EventId, RequestId};
 
 use crate::idempotency::key::IdempotencyKey;
 use crate::reply::Reply;
-use crate::state::table::Keyed;
+use crate::state::table::{Row, MAX_ROW};
 use crate::stripe::json::write;
+use triomphe::ThinArc;
 
 /// The API version events are rendered in (the spec's).
 pub const API_VERSION: &str = "2023-08-16";
@@ -111,14 +112,13 @@ pub enum View {
     IntentAsCreated,
 }
 
-/// One event: 80 bytes, so that with its `Arc`'s counts it takes one 96-byte block.
+/// What one event holds of its own: 48 bytes, so that a request's three events and their
+/// [`Head`] fill one 192-byte block.
 #[derive(Debug)]
-pub struct Event {
-    pub id: EventId,
+struct Entry {
+    id: EventId,
     /// The object as it was when the event happened (see `view`).
     object: Reply,
-    pub request_id: Option<RequestId>,
-    pub idempotency_key: Option<IdempotencyKey>,
     /// The object just before, on an update: its changed fields are `previous_attributes`.
     previous: Option<Box<Reply>>,
     /// Unix seconds (as `u32`, good until 2106; see [`Event::created`]).
@@ -126,12 +126,40 @@ pub struct Event {
     /// Webhook endpoints that have not acknowledged it yet (the low 15 bits), and whether
     /// a delivery ran out of retries (`FAILED`).
     deliveries: AtomicU16,
-    pub kind: EventType,
+    kind: EventType,
     view: View,
 }
 
-/// The bit of `Event::deliveries` that says a delivery ran out of retries.
+/// The bit of `Entry::deliveries` that says a delivery ran out of retries.
 const FAILED: u16 = 1 << 15;
+
+/// What the events of one batch share: the request that caused them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
+    request_id: Option<RequestId>,
+    idempotency_key: Option<IdempotencyKey>,
+}
+
+/// An event made and not stored yet ([`Batch::runs`] stores it with the events its
+/// request made beside it).
+#[derive(Debug)]
+pub struct Draft {
+    entry: Entry,
+    head: Head,
+}
+
+/// The events one request stored together (1 to [`MAX_ROW`]), in one allocation behind a
+/// one-word pointer; each is a row of the events table of its own, found by its own id
+/// ([`Row`]).
+#[derive(Clone)]
+pub struct Batch(ThinArc<Head, Entry>);
+
+/// One stored event: its batch and its place in it.
+#[derive(Clone)]
+pub struct Event {
+    batch: Batch,
+    at: usize,
+}
 
 /// Who caused an event, and when.
 #[derive(Debug, Clone)]
@@ -142,7 +170,7 @@ pub struct Cause {
     pub created: i64,
 }
 
-impl Event {
+impl Draft {
     /// An event `id` of `kind` about `object` (written through `view`), with `previous`,
     /// the object before an update, and `pending` webhook endpoints to acknowledge it.
     pub fn new(
@@ -159,26 +187,132 @@ impl Event {
             created,
         } = cause;
         Self {
-            id,
-            kind,
-            created: u32::try_from(created.max(0)).unwrap_or(u32::MAX),
-            object,
-            view,
-            previous: previous.map(Box::new),
-            request_id,
-            idempotency_key,
-            deliveries: AtomicU16::new(u16::try_from(pending).unwrap_or(u16::MAX).min(FAILED - 1)),
+            entry: Entry {
+                id,
+                kind,
+                created: u32::try_from(created.max(0)).unwrap_or(u32::MAX),
+                object,
+                view,
+                previous: previous.map(Box::new),
+                deliveries: AtomicU16::new(u16::try_from(pending).unwrap_or(u16::MAX).min(FAILED - 1)),
+            },
+            head: Head {
+                request_id,
+                idempotency_key,
+            },
         }
+    }
+
+    /// The event, alone in a batch of its own.
+    pub fn single(self) -> Event {
+        Batch::one(self).event(0)
+    }
+}
+
+impl Batch {
+    /// `draft` alone.
+    pub fn one(draft: Draft) -> Self {
+        Batch(ThinArc::from_header_and_iter(draft.head, std::iter::once(draft.entry)))
+    }
+
+    /// Takes the first events of `drafts` that one request made (at most [`MAX_ROW`]) out
+    /// as one batch, in order, handing what goes with each (`W`) to `with`.
+    pub fn take_run<W>(drafts: &mut Vec<(Draft, W)>, mut with: impl FnMut(W)) -> Option<Self> {
+        let head = drafts.first()?.0.head.clone();
+        let n = drafts.iter().take(MAX_ROW).take_while(|(d, _)| d.head == head).count();
+        let entries = drafts.drain(..n).map(|(draft, w)| {
+            with(w);
+            draft.entry
+        });
+        Some(Batch(ThinArc::from_header_and_iter(head, entries)))
+    }
+
+    /// Its events.
+    pub fn event_count(&self) -> usize {
+        self.0.slice.len()
+    }
+
+    /// Event `at` (below [`Batch::len`]).
+    pub fn event(&self, at: usize) -> Event {
+        debug_assert!(at < self.event_count());
+        Event {
+            batch: self.clone(),
+            at,
+        }
+    }
+
+    fn head(&self) -> &Head {
+        &self.0.header.header
+    }
+
+    /// Whether `self` and `other` are one allocation.
+    pub fn same(&self, other: &Batch) -> bool {
+        self.0.ptr() == other.0.ptr()
+    }
+
+    fn entries(&self) -> &[Entry] {
+        &self.0.slice
+    }
+}
+
+impl Row for Batch {
+    type Key = EventId;
+    type Item = Event;
+    fn count(&self) -> usize {
+        self.event_count()
+    }
+    fn key_at(&self, i: usize) -> EventId {
+        self.entries()[i].id
+    }
+    fn item(&self, i: usize) -> Event {
+        self.event(i)
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("entry", self.entry())
+            .field("head", self.batch.head())
+            .finish()
+    }
+}
+
+impl Event {
+    /// The batch it was stored in.
+    pub fn batch(&self) -> &Batch {
+        &self.batch
+    }
+
+    fn entry(&self) -> &Entry {
+        &self.batch.entries()[self.at]
+    }
+
+    pub fn id(&self) -> EventId {
+        self.entry().id
+    }
+
+    pub fn kind(&self) -> EventType {
+        self.entry().kind
+    }
+
+    pub fn request_id(&self) -> Option<RequestId> {
+        self.batch.head().request_id
+    }
+
+    pub fn idempotency_key(&self) -> Option<&IdempotencyKey> {
+        self.batch.head().idempotency_key.as_ref()
     }
 
     /// Unix seconds.
     pub fn created(&self) -> i64 {
-        i64::from(self.created)
+        i64::from(self.entry().created)
     }
 
     /// The object as the event shows it.
     pub fn object(&self) -> Reply {
-        match (self.view, &self.object) {
+        let entry = self.entry();
+        match (entry.view, &entry.object) {
             (View::IntentAsCreated, Reply::Intent(pi)) => Reply::Intent(Arc::new(pi.as_created())),
             (_, object) => object.clone(),
         }
@@ -186,32 +320,38 @@ impl Event {
 
     /// `pending_webhooks`.
     pub fn pending_webhooks(&self) -> u32 {
-        u32::from(self.deliveries.load(Ordering::Relaxed) & !FAILED)
+        u32::from(self.entry().deliveries.load(Ordering::Relaxed) & !FAILED)
     }
 
     /// One endpoint acknowledged it (a resend's success of an already acknowledged
     /// event changes nothing).
     pub fn acknowledged(&self) {
-        let _ = self.deliveries.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (n & !FAILED).checked_sub(1).map(|pending| pending | (n & FAILED))
-        });
+        let _ = self
+            .entry()
+            .deliveries
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n & !FAILED).checked_sub(1).map(|pending| pending | (n & FAILED))
+            });
     }
 
     /// One endpoint's delivery is to be attempted again (a resend of an acknowledged event).
     pub fn pending_again(&self) {
-        let _ = self.deliveries.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            let pending = (n & !FAILED) + 1;
-            (pending < FAILED).then_some(pending | (n & FAILED))
-        });
+        let _ = self
+            .entry()
+            .deliveries
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                let pending = (n & !FAILED) + 1;
+                (pending < FAILED).then_some(pending | (n & FAILED))
+            });
     }
 
     /// One endpoint's delivery ran out of retries.
     pub fn mark_failed(&self) {
-        self.deliveries.fetch_or(FAILED, Ordering::Relaxed);
+        self.entry().deliveries.fetch_or(FAILED, Ordering::Relaxed);
     }
 
     pub fn failed(&self) -> bool {
-        self.deliveries.load(Ordering::Relaxed) & FAILED != 0
+        self.entry().deliveries.load(Ordering::Relaxed) & FAILED != 0
     }
 
     /// Stripe's `delivery_success`: every webhook acknowledged it.
@@ -222,7 +362,7 @@ impl Event {
     /// `data.previous_attributes`: the fields an update changed, with their values before
     /// it ([`changed`]).
     pub fn previous_attributes(&self) -> Option<Map<String, Value>> {
-        let before = self.previous.as_ref()?.json();
+        let before = self.entry().previous.as_ref()?.json();
         let after = self.object().json();
         let (Value::Object(before), Value::Object(after)) = (before, after) else {
             return None;
@@ -233,7 +373,7 @@ impl Event {
     /// The event's Stripe JSON, written to `out`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         write::raw(out, "{\"id\":");
-        write::plain(out, &self.id.as_str());
+        write::plain(out, &self.id().as_str());
         write::raw(out, ",\"object\":\"event\",\"api_version\":");
         write::plain(out, API_VERSION);
         write::raw(out, ",\"created\":");
@@ -247,11 +387,11 @@ impl Event {
         write::raw(out, "},\"livemode\":false,\"pending_webhooks\":");
         write::int(out, self.pending_webhooks());
         write::raw(out, ",\"request\":{\"id\":");
-        write::opt_plain(out, self.request_id.as_ref().map(|r| r.as_str()).as_deref());
+        write::opt_plain(out, self.request_id().map(|r| r.as_str()).as_deref());
         write::raw(out, ",\"idempotency_key\":");
-        write::opt_text(out, self.idempotency_key.as_ref().map(|k| k.as_str()));
+        write::opt_text(out, self.idempotency_key().map(|k| k.as_str()));
         write::raw(out, "},\"type\":");
-        write::plain(out, self.kind.as_str());
+        write::plain(out, self.kind().as_str());
         out.push(b'}');
     }
 
@@ -263,13 +403,6 @@ impl Event {
 
     pub fn to_json(&self) -> Value {
         serde_json::from_slice(&self.to_bytes()).unwrap_or(Value::Null)
-    }
-}
-
-impl Keyed for Arc<Event> {
-    type Key = EventId;
-    fn key(&self) -> EventId {
-        self.id
     }
 }
 
@@ -369,7 +502,7 @@ mod tests {
     #[test]
     fn json_has_stripes_shape_and_previous_attributes_name_only_changes() {
         let req = RequestId::generate();
-        let e = Event::new(
+        let e = Draft::new(
             EventId::generate(),
             EventType::CustomerUpdated,
             (Reply::Customer(customer(Some("new"))), View::AsIs),
@@ -380,7 +513,8 @@ mod tests {
                 created: 1_700_000_001,
             },
             2,
-        );
+        )
+        .single();
         let v = e.to_json();
         assert_eq!(v["object"], "event");
         assert_eq!(v["type"], "customer.updated");
@@ -396,7 +530,7 @@ mod tests {
         e.acknowledged();
         assert_eq!(e.pending_webhooks(), 0, "never below zero");
         assert!(e.delivered());
-        let created = Event::new(
+        let created = Draft::new(
             EventId::generate(),
             EventType::CustomerCreated,
             (Reply::Customer(customer(None)), View::AsIs),
@@ -404,6 +538,7 @@ mod tests {
             anonymous(1),
             0,
         )
+        .single()
         .to_json();
         assert!(created["data"].get("previous_attributes").is_none());
         assert_eq!(
@@ -420,14 +555,15 @@ mod deliveries {
 
     #[test]
     fn pending_counts_and_the_failed_mark_do_not_touch_each_other() {
-        let e = Event::new(
+        let e = Draft::new(
             EventId::generate(),
             EventType::ChargeSucceeded,
             (Reply::Json(Box::new(serde_json::json!({}))), View::AsIs),
             None,
             anonymous(-5),
             2,
-        );
+        )
+        .single();
         assert_eq!(e.created(), 0, "a time before 1970 is written as 0");
         assert_eq!((e.pending_webhooks(), e.failed()), (2, false));
         e.mark_failed();
@@ -438,25 +574,84 @@ mod deliveries {
         assert_eq!((e.pending_webhooks(), e.failed()), (0, true), "never below zero");
         e.pending_again();
         assert_eq!((e.pending_webhooks(), e.failed(), e.delivered()), (1, true, false));
-        let many = Event::new(
+        let many = Draft::new(
             EventId::generate(),
             EventType::ChargeSucceeded,
             (Reply::Json(Box::default()), View::AsIs),
             None,
             anonymous(1),
             u32::MAX,
-        );
+        )
+        .single();
         many.pending_again();
         assert!(!many.failed(), "a count at its ceiling stays there");
     }
 }
 
 #[cfg(test)]
-mod size {
-    /// An event is a small fixed record: its object is a shared pointer, never a copy.
+mod batches {
+    use super::tests::anonymous;
+    use super::*;
+
+    fn draft(request: Option<RequestId>, n: u32) -> (Draft, u32) {
+        let cause = Cause {
+            request_id: request,
+            ..anonymous(1)
+        };
+        let object = Reply::Json(Box::default());
+        let draft = Draft::new(
+            EventId::generate(),
+            EventType::ChargeSucceeded,
+            (object, View::AsIs),
+            None,
+            cause,
+            0,
+        );
+        (draft, n)
+    }
+
+    /// A run is one request's consecutive events, at most `MAX_ROW`, each with what goes
+    /// with it, in order.
     #[test]
-    fn an_event_is_compact() {
-        let n = std::mem::size_of::<super::Event>();
-        assert!(n <= 80, "Event is {n} bytes");
+    fn runs_are_one_requests_consecutive_events() {
+        let (a, b) = (Some(RequestId::generate()), Some(RequestId::generate()));
+        let mut drafts = vec![draft(a, 1), draft(a, 2), draft(b, 3), draft(a, 4)];
+        drafts.extend((5..=14).map(|n| draft(b, n)));
+        let ids: Vec<EventId> = drafts.iter().map(|(d, _)| d.entry.id).collect();
+        let (mut runs, mut withs) = (Vec::new(), Vec::new());
+        while let Some(batch) = Batch::take_run(&mut drafts, |n| withs.push(n)) {
+            runs.push(batch);
+        }
+        assert_eq!(runs.iter().map(Batch::event_count).collect::<Vec<_>>(), [2, 1, 1, MAX_ROW, 2]);
+        assert_eq!(withs, (1..=14).collect::<Vec<_>>());
+        let stored: Vec<EventId> = runs
+            .iter()
+            .flat_map(|b| (0..b.event_count()).map(|i| b.event(i).id()))
+            .collect();
+        assert_eq!(stored, ids, "in order");
+        assert_eq!(runs[0].event(1).request_id(), a);
+        assert_eq!(runs[1].event(0).request_id(), b);
+        assert!(runs[0].event(0).batch().same(runs[0].event(1).batch()));
+        assert!(!runs[0].same(&runs[1]));
+    }
+}
+
+#[cfg(test)]
+mod size {
+    use super::*;
+
+    /// An event is a small fixed record (its object a shared pointer, never a copy), and
+    /// a request's three events with what they share fill one 192-byte block: the
+    /// allocator's size classes go 160, 192, 224.
+    #[test]
+    fn a_requests_events_share_one_block() {
+        let entry = std::mem::size_of::<Entry>();
+        let head = std::mem::size_of::<Head>();
+        assert!(entry <= 48, "Entry is {entry} bytes");
+        // The count, the head, the length, then the events.
+        let three = 8 + head + 8 + 3 * entry;
+        assert!(three <= 192, "three events take {three} bytes");
+        assert_eq!(std::mem::size_of::<Batch>(), 8, "a row points with one word");
+        assert_eq!(std::mem::size_of::<Event>(), 16);
     }
 }

@@ -55,8 +55,8 @@ impl Payments {
         let created = TimeRange::of(p, "created")?;
         let delivered = p.opt_bool("delivery_success")?;
         let now = now_unix();
-        let keep = |e: &std::sync::Arc<Event>| {
-            let name = e.kind.as_str();
+        let keep = |e: &Event| {
+            let name = e.kind().as_str();
             !self.events.expired(e, now)
                 && kind.is_none_or(|k| type_matches(k, name))
                 && kinds.as_ref().is_none_or(|ks| ks.contains(&name))

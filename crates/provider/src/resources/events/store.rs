@@ -18,7 +18,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::object::{Cause, Event, EventType, View};
+use super::object::{Batch, Cause, Draft, Event, EventType, View};
 use crate::fault_injection::attempt::Attempt;
 use crate::reply::Reply;
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
@@ -28,7 +28,7 @@ use crate::stripe::ids::EventId;
 
 /// Receives every stored event with the endpoints it is to be delivered to.
 pub trait Publisher: Send + Sync {
-    fn publish(&self, event: &Arc<Event>, endpoints: &[Arc<WebhookEndpoint>]);
+    fn publish(&self, event: &Event, endpoints: &[Arc<WebhookEndpoint>]);
 }
 
 /// Stripe keeps events for 30 days.
@@ -36,7 +36,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Every event, and who hears of new ones.
 pub struct Events {
-    pub table: Table<Arc<Event>>,
+    /// One row a batch: the events one request stored together.
+    pub table: Table<Batch>,
     /// Events older than this many seconds are gone.
     ttl_secs: AtomicI64,
     /// The enabled webhook endpoints, as of their last change (read by every event
@@ -50,16 +51,19 @@ pub struct Events {
 }
 
 /// An event kept back while recovering, with the endpoints it was for.
-pub type Deferred = (Arc<Event>, Vec<Arc<WebhookEndpoint>>);
+pub type Deferred = (Event, Vec<Arc<WebhookEndpoint>>);
+
+/// An event made and not stored yet, with the endpoints that want it.
+type Pending = (Draft, Vec<Arc<WebhookEndpoint>>);
 
 /// The events emitted on this thread inside an [`Opened`] scope, in order, and the store
 /// (its address) whose scope holds them: another store's events are not held.
-type Held = (usize, Vec<Deferred>);
+type Held = (usize, Vec<Pending>);
 
 thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
     /// An emptied list kept for the next scope (one allocation a thread, not one a scope).
-    static SPARE: std::cell::Cell<Vec<Deferred>> = const { std::cell::Cell::new(Vec::new()) };
+    static SPARE: std::cell::Cell<Vec<Pending>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// The cause of an event `attempt` makes now.
@@ -80,14 +84,16 @@ struct Opening {
 }
 
 /// A scope opened by [`Events::open`]: the events this thread emits are held back until
-/// [`Opened::close`] stores the scope's own event first. Dropped without closing (an
-/// early return), the held events are stored all the same, the opened one is not.
-/// Scopes nest: an inner scope's events join the outer one's, in order.
+/// [`Opened::close`] stores the scope's own event first, and the events held with it, as
+/// one batch (one allocation for a create-and-confirm's three events).
+/// Dropped without closing (an early return), the held events are stored all the same,
+/// the opened one is not. Scopes nest: an inner scope's events join the outer one's, in
+/// order.
 pub struct Opened<'a> {
     events: &'a Events,
     first: Option<Opening>,
     /// The scope's own event, once closed: stored (or held by `outer`) on drop.
-    closed: Option<Deferred>,
+    closed: Option<Pending>,
     /// The events an enclosing scope holds, put back when this one ends.
     outer: Option<Held>,
 }
@@ -97,8 +103,8 @@ impl Opened<'_> {
     /// held back since it was opened, in the order they were emitted.
     pub fn close(mut self, object: Reply, view: View) {
         if let Some(o) = self.first.take() {
-            let event = Event::new(o.id, o.kind, (object, view), None, o.cause, o.wanted.len() as u32);
-            self.closed = Some((Arc::new(event), o.wanted));
+            let event = Draft::new(o.id, o.kind, (object, view), None, o.cause, o.wanted.len() as u32);
+            self.closed = Some((event, o.wanted));
         }
     }
 }
@@ -109,9 +115,10 @@ impl Drop for Opened<'_> {
             .with_borrow_mut(|held| std::mem::replace(held, self.outer.take()))
             .map(|(_, held)| held)
             .unwrap_or_default();
-        for (event, wanted) in self.closed.take().into_iter().chain(held.drain(..)) {
-            self.events.store_or_hold(event, wanted);
+        if let Some(closed) = self.closed.take() {
+            held.insert(0, closed);
         }
+        self.events.store_or_hold_all(&mut held);
         SPARE.set(held);
     }
 }
@@ -164,7 +171,7 @@ impl Events {
         let mut deferred = self.deferred.lock();
         let (kept, gone): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut *deferred)
             .into_iter()
-            .partition(|(event, _)| self.table.get(&event.id).is_some());
+            .partition(|(event, _)| self.table.get(&event.id()).is_some());
         *deferred = kept;
         gone
     }
@@ -183,7 +190,7 @@ impl Events {
     /// this thread, holds it back until the scope's own event is stored).
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) {
         let wanted = self.wanted(kind);
-        let event = Event::new(
+        let event = Draft::new(
             EventId::generate(),
             kind,
             (object, View::AsIs),
@@ -191,7 +198,7 @@ impl Events {
             cause(attempt),
             wanted.len() as u32,
         );
-        self.store_or_hold(Arc::new(event), wanted);
+        self.store_or_hold(event, wanted);
     }
 
     /// Draws the id and time of an event of `kind` caused by `attempt` now, and holds
@@ -238,26 +245,58 @@ impl Events {
         self as *const Self as usize
     }
 
-    /// Stores `event`, or holds it back while an [`Opened`] scope of this store is open
-    /// on this thread.
-    fn store_or_hold(&self, event: Arc<Event>, wanted: Vec<Arc<WebhookEndpoint>>) {
-        let now = HELD.with_borrow_mut(|held| match held {
-            Some((scope, held)) if *scope == self.address() => {
-                held.push((event, wanted));
-                None
+    /// Whether an [`Opened`] scope of this store is open on this thread: then `f` gets
+    /// the events it holds back, and this is `None`.
+    fn held<R>(&self, f: impl FnOnce(&mut Vec<Pending>) -> R) -> Option<R> {
+        HELD.with_borrow_mut(|held| match held {
+            Some((scope, held)) if *scope == self.address() => Some(f(held)),
+            _ => None,
+        })
+    }
+
+    /// Stores `event` alone, or holds it back while an [`Opened`] scope of this store is
+    /// open on this thread.
+    fn store_or_hold(&self, event: Draft, wanted: Vec<Arc<WebhookEndpoint>>) {
+        let mut pending = Some((event, wanted));
+        if self.held(|held| held.extend(pending.take())).is_none() {
+            if let Some((event, wanted)) = pending {
+                let owed = match wanted.is_empty() {
+                    true => Vec::new(),
+                    false => vec![(0, wanted)],
+                };
+                self.store(Batch::one(event), owed);
             }
-            _ => Some((event, wanted)),
-        });
-        if let Some((event, wanted)) = now {
-            self.store(event, wanted);
         }
     }
 
-    /// Stores `event` and hands it to the publisher (or keeps it back while recovering).
-    fn store(&self, event: Arc<Event>, wanted: Vec<Arc<WebhookEndpoint>>) {
-        self.table.insert(event.clone());
-        if !wanted.is_empty() {
-            crate::state::trace::owed(self.table.touch_of(&event.id), wanted.len() as u32);
+    /// Stores `events` (emptying it) as batches of one request's consecutive events, or
+    /// hands them to the enclosing [`Opened`] scope of this store on this thread.
+    fn store_or_hold_all(&self, events: &mut Vec<Pending>) {
+        if self.held(|held| held.append(events)).is_some() {
+            return;
+        }
+        loop {
+            let (mut at, mut owed) = (0, Vec::new());
+            let Some(batch) = Batch::take_run(events, |wanted: Vec<_>| {
+                if !wanted.is_empty() {
+                    owed.push((at, wanted));
+                }
+                at += 1;
+            }) else {
+                break;
+            };
+            self.store(batch, owed);
+        }
+    }
+
+    /// Stores `batch` and hands its events that endpoints want (`owed`: each event's place
+    /// in the batch and its endpoints) to the publisher (or keeps them back while
+    /// recovering).
+    fn store(&self, batch: Batch, owed: Vec<(usize, Vec<Arc<WebhookEndpoint>>)>) {
+        self.table.insert_all(batch.clone());
+        for (at, wanted) in owed {
+            let event = batch.event(at);
+            crate::state::trace::owed(self.table.touch_of(&event.id()), wanted.len() as u32);
             match self.publisher.get() {
                 Some(publisher) => publisher.publish(&event, &wanted),
                 None => self.deferred.lock().push((event, wanted)),
@@ -282,7 +321,7 @@ mod tests {
 
     fn types(events: &Events) -> Vec<&'static str> {
         let page = events.table.page(Cursor::Start, 10, |_| true);
-        page.items.iter().rev().map(|e| e.kind.as_str()).collect()
+        page.items.iter().rev().map(|e| e.kind().as_str()).collect()
     }
 
     fn json() -> Reply {
@@ -304,6 +343,29 @@ mod tests {
         );
         events.emit(EventType::ChargeRefunded, json(), None, &attempt);
         assert_eq!(types(&events).len(), 4, "stored at once after the scope");
+    }
+
+    #[test]
+    fn a_scopes_events_share_one_allocation_and_a_lone_event_has_its_own() {
+        let events = Events::default();
+        let attempt = crate::test_support::attempt();
+        let opened = events.open(EventType::PaymentIntentCreated, &attempt);
+        events.emit(EventType::ChargeSucceeded, json(), None, &attempt);
+        events.emit(EventType::PaymentIntentSucceeded, json(), None, &attempt);
+        opened.close(json(), View::AsIs);
+        events.emit(EventType::ChargeRefunded, json(), None, &attempt);
+        let page = events.table.page(Cursor::Start, 10, |_| true);
+        let [refunded, succeeded, charged, created] = &page.items[..] else {
+            panic!("four events: {:?}", page.items);
+        };
+        assert_eq!(created.batch().event_count(), 3);
+        assert!(created.batch().same(charged.batch()) && created.batch().same(succeeded.batch()));
+        assert_eq!(refunded.batch().event_count(), 1);
+        assert_eq!(charged.request_id(), Some(attempt.request_id));
+        assert_eq!(
+            events.table.get(&charged.id()).map(|e| e.kind()),
+            Some(EventType::ChargeSucceeded)
+        );
     }
 
     #[test]

@@ -222,7 +222,8 @@ impl Payments {
         let mut entry = self.ledger.entry(pi.correlation_id.as_ref(), &pi.id.as_str());
         // `payment_intent.created` shows the intent as created, before its confirmation:
         // the confirmed intent is its snapshot, written as created (no copy is kept).
-        // Its id is drawn here, before the confirmation's, and it is stored first.
+        // Its id is drawn here, before the confirmation's, and it is stored first, with
+        // the confirmation's events after it (the three share one allocation).
         let created = self.events.open(EventType::PaymentIntentCreated, attempt);
         #[cfg(debug_assertions)]
         let as_created = pi.to_json();
@@ -231,8 +232,8 @@ impl Payments {
         debug_assert_eq!(pi.as_created().to_json(), as_created, "PaymentIntent::as_created");
         let pi = Arc::new(pi);
         self.intents.insert(pi.clone());
-        created.close(Reply::Intent(pi.clone()), View::IntentAsCreated);
         self.emit_intent_outcome(&pi, result.is_err(), attempt);
+        created.close(Reply::Intent(pi.clone()), View::IntentAsCreated);
         drop(entry);
         match result {
             Ok(()) => Ok(Reply::Intent(pi)),
