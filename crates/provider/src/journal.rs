@@ -26,7 +26,7 @@ pub struct RequestRecord {
     #[serde(serialize_with = "ser_verb")]
     pub method: Verb,
     pub path: Box<str>,
-    pub identity: Arc<str>,
+    pub identity: crate::state::thin::ThinStr,
     pub attempt: u32,
     pub idempotency_key: Option<IdempotencyKey>,
     pub correlation_id: Option<CorrelationId>,
@@ -143,6 +143,6 @@ mod tests {
         assert!(all.len() <= REQUEST_LOG_CAPACITY);
         assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
         let last = journal.recent(3, |_| true);
-        assert_eq!(&*last[2].identity, format!("id-{}", REQUEST_LOG_CAPACITY + 499));
+        assert_eq!(last[2].identity.as_str(), format!("id-{}", REQUEST_LOG_CAPACITY + 499));
     }
 }

@@ -3,8 +3,6 @@
 //! that recovery runs it again to the same objects and the same answer. The attempt the
 //! fault engine counted for a request is logged inside that record, or on its own.
 
-use std::sync::Arc;
-
 use crate::app::Provider;
 use crate::durable::record::Commit;
 use crate::durable::{DataLog, Record as DataRecord};
@@ -120,7 +118,7 @@ pub struct Logged<'c, 'l> {
 /// its write's record when it made one, else on its own when the request ends.
 pub struct CountedAttempt<'a> {
     pub log: &'a DataLog,
-    pub identity: Arc<str>,
+    pub identity: crate::state::thin::ThinStr,
     pub n: u32,
     pub in_commit: bool,
 }

@@ -23,6 +23,7 @@ use crate::error::ApiError;
 use crate::idempotency::key::IdempotencyKey;
 use crate::state::clock::now_ms;
 use crate::state::shard::{self, FastMap, Hasher, Sharded};
+use crate::state::thin::ThinStr;
 use crate::stripe::cards::Decline;
 use crate::stripe::ids::CorrelationId;
 use crate::stripe::params::Params;
@@ -42,7 +43,7 @@ pub struct ActiveProfile {
 /// What fault injection will do to one request.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub identity: Arc<str>,
+    pub identity: ThinStr,
     pub attempt: u32,
     /// Whether the identity's attempts are counted (it can come back: a key or a
     /// correlation id), so the data dir keeps the count.
@@ -97,7 +98,7 @@ pub struct PlanInput<'a> {
 /// One identity's attempts: how many, and when the last one came (nanoseconds since
 /// the injector's epoch), so that it can expire with the identity's key.
 struct Counted {
-    identity: Arc<str>,
+    identity: ThinStr,
     count: u32,
     /// (Negative for an attempt restored from the data dir that is older than the injector.)
     last_ns: i64,
@@ -114,11 +115,11 @@ struct Attempts {
 
 impl Attempts {
     /// Counts one more attempt of `identity` at `now_ns`; returns its number (1 for the first).
-    fn next(&mut self, hash: u64, identity: &Arc<str>, now_ns: i64, hasher: &Hasher) -> u32 {
+    fn next(&mut self, hash: u64, identity: &ThinStr, now_ns: i64, hasher: &Hasher) -> u32 {
         // One probe finds the identity or the slot for it.
         match self
             .table
-            .entry(hash, |c| *c.identity == **identity, identity_hash(hasher))
+            .entry(hash, |c| c.identity == *identity, identity_hash(hasher))
         {
             Entry::Occupied(mut found) => {
                 let c = found.get_mut();
@@ -140,7 +141,7 @@ impl Attempts {
 
 /// The hash of a counted identity: what the attempts' table needs when it grows.
 fn identity_hash(hasher: &Hasher) -> impl Fn(&Counted) -> u64 + '_ {
-    move |c| hasher.hash_one(&*c.identity)
+    move |c| hasher.hash_one(&c.identity)
 }
 
 pub struct FaultInjector {
@@ -194,8 +195,7 @@ impl FaultInjector {
 
     /// Decides what happens to a request, counting it as its identity's next attempt.
     pub fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
-        let (identity, returns): (Arc<str>, bool) = match counted_identity(input.idempotency_key, input.correlation_id)
-        {
+        let (identity, returns): (ThinStr, bool) = match counted_identity(input.idempotency_key, input.correlation_id) {
             Some(identity) => (identity, true),
             None => (
                 format!("request:{}", self.anonymous.fetch_add(1, Ordering::Relaxed) + 1).into(),
@@ -204,7 +204,7 @@ impl FaultInjector {
         };
         // An anonymous request is its identity's only attempt: nothing to remember.
         let attempt = if returns {
-            let hash = self.hasher.hash_one(&*identity);
+            let hash = self.hasher.hash_one(&identity);
             let now_ns = self.nanos(input.now);
             let mut shard = self.attempts.lock(&hash);
             shard.next(hash, &identity, now_ns, &self.hasher)
@@ -229,7 +229,7 @@ impl FaultInjector {
                 std::collections::BTreeMap::new()
             };
             active.engine.decide(&RequestFacts {
-                identity: &identity,
+                identity: identity.as_str(),
                 attempt,
                 method: input.method,
                 path: input.path,
@@ -275,13 +275,13 @@ impl FaultInjector {
     /// Sets `identity`'s attempt count to at least `n`, its last attempt `age` ago
     /// (recovery from the data dir; an idempotency key's identity shares its key's
     /// allocation, as a live request's does).
-    pub fn restore_attempt(&self, identity: Arc<str>, n: u32, now: Instant, age: Duration) {
-        let hash = self.hasher.hash_one(&*identity);
+    pub fn restore_attempt(&self, identity: ThinStr, n: u32, now: Instant, age: Duration) {
+        let hash = self.hasher.hash_one(&identity);
         let at = self
             .nanos(now)
             .saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
         let mut shard = self.attempts.lock(&hash);
-        match shard.table.find_mut(hash, |c| *c.identity == *identity) {
+        match shard.table.find_mut(hash, |c| c.identity == identity) {
             Some(c) => {
                 c.count = c.count.max(n);
                 c.last_ns = c.last_ns.max(at);
@@ -327,7 +327,7 @@ impl FaultInjector {
 
 /// The identity whose attempts are counted for a request: its idempotency key, else its
 /// correlation id; `None` for an anonymous request (its only attempt is its first).
-pub fn counted_identity(key: Option<&IdempotencyKey>, correlation_id: Option<&CorrelationId>) -> Option<Arc<str>> {
+pub fn counted_identity(key: Option<&IdempotencyKey>, correlation_id: Option<&CorrelationId>) -> Option<ThinStr> {
     match (key, correlation_id) {
         (Some(k), _) => Some(k.shared().clone()),
         (None, Some(c)) => Some(format!("correlation:{}", c.as_str()).into()),

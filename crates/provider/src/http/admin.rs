@@ -210,7 +210,7 @@ async fn requests(State(app): State<AppState>, req: ApiRequest) -> Response {
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e.into_response(),
     };
     let records = app.journal.recent(limit, |r| {
-        identity.is_none_or(|i| &*r.identity == i)
+        identity.is_none_or(|i| r.identity.as_str() == i)
             && prefix.is_none_or(|p| r.correlation_id.as_ref().is_some_and(|c| c.as_str().starts_with(p)))
     });
     Json(json!({"object": "list", "data": records})).into_response()

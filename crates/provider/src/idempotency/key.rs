@@ -3,11 +3,10 @@
 //! IETF draft's RFC 8941 strings), and the newtype that keeps keys apart from other
 //! strings.
 
-use std::sync::Arc;
-
 use serde::{Serialize, Serializer};
 
 use crate::error::ApiError;
+use crate::state::thin::ThinStr;
 
 /// How strictly keys are treated: Stripe's behaviour, or the IETF
 /// `Idempotency-Key` header draft's (422 on a mismatch, RFC 8941 string keys).
@@ -20,9 +19,10 @@ pub enum Mode {
 /// Longest idempotency key accepted, as Stripe.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
-/// A client-chosen idempotency key (1..=255 characters).
+/// A client-chosen idempotency key (1..=255 characters), shared by what a request stores
+/// (one word wide).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct IdempotencyKey(Arc<str>);
+pub struct IdempotencyKey(ThinStr);
 
 impl IdempotencyKey {
     /// Validates a key; the error message names what was wrong.
@@ -39,18 +39,18 @@ impl IdempotencyKey {
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 
     /// The key's text, shared (no copy).
-    pub fn shared(&self) -> &Arc<str> {
+    pub fn shared(&self) -> &ThinStr {
         &self.0
     }
 }
 
 impl Serialize for IdempotencyKey {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.0.as_str())
     }
 }
 

@@ -1,7 +1,8 @@
 //! The provider's state in memory: the store of every object (`payments`: intents,
 //! charges, refunds, customers, payment methods, setup intents, webhook endpoints, and
 //! the duplicate policy), the ledger of money movements (`ledger`), the sharded tables
-//! they are kept in (`table`, `shard`), and the one clock everything reads (`clock`).
+//! they are kept in (`table`, `shard`), shared text one word wide (`thin`), and the one clock
+//! everything reads (`clock`).
 
 pub mod clock;
 pub mod ledger;
@@ -9,4 +10,5 @@ pub mod payments;
 pub mod rare;
 pub mod shard;
 pub mod table;
+pub mod thin;
 pub mod trace;

@@ -112,15 +112,13 @@ pub enum View {
     IntentAsCreated,
 }
 
-/// What one event holds of its own: 48 bytes, so that a request's three events and their
-/// [`Head`] fill one 192-byte block.
+/// What one event holds of its own: 40 bytes, so that a request's three events and their
+/// [`Head`] fill one 160-byte block.
 #[derive(Debug)]
 struct Entry {
     id: EventId,
     /// The object as it was when the event happened (see `view`).
-    object: Reply,
-    /// The object just before, on an update: its changed fields are `previous_attributes`.
-    previous: Option<Box<Reply>>,
+    object: Snapshot,
     /// Unix seconds (as `u32`, good until 2106; see [`Event::created`]).
     created: u32,
     /// Webhook endpoints that have not acknowledged it yet (the low 15 bits), and whether
@@ -128,6 +126,31 @@ struct Entry {
     deliveries: AtomicU16,
     kind: EventType,
     view: View,
+}
+
+/// An event's object as it was, and on an update the object just before (its changed
+/// fields are `previous_attributes`): both boxed, since most events are no update, so
+/// that a snapshot is as wide as one [`Reply`].
+#[derive(Debug)]
+enum Snapshot {
+    Now(Reply),
+    Updated(Box<[Reply; 2]>),
+}
+
+impl Snapshot {
+    fn now(&self) -> &Reply {
+        match self {
+            Snapshot::Now(now) => now,
+            Snapshot::Updated(both) => &both[1],
+        }
+    }
+
+    fn before(&self) -> Option<&Reply> {
+        match self {
+            Snapshot::Now(_) => None,
+            Snapshot::Updated(both) => Some(&both[0]),
+        }
+    }
 }
 
 /// The bit of `Entry::deliveries` that says a delivery ran out of retries.
@@ -191,9 +214,11 @@ impl Draft {
                 id,
                 kind,
                 created: u32::try_from(created.max(0)).unwrap_or(u32::MAX),
-                object,
+                object: match previous {
+                    None => Snapshot::Now(object),
+                    Some(before) => Snapshot::Updated(Box::new([before, object])),
+                },
                 view,
-                previous: previous.map(Box::new),
                 deliveries: AtomicU16::new(u16::try_from(pending).unwrap_or(u16::MAX).min(FAILED - 1)),
             },
             head: Head {
@@ -312,7 +337,7 @@ impl Event {
     /// The object as the event shows it.
     pub fn object(&self) -> Reply {
         let entry = self.entry();
-        match (entry.view, &entry.object) {
+        match (entry.view, entry.object.now()) {
             (View::IntentAsCreated, Reply::Intent(pi)) => Reply::Intent(Arc::new(pi.as_created())),
             (_, object) => object.clone(),
         }
@@ -362,7 +387,7 @@ impl Event {
     /// `data.previous_attributes`: the fields an update changed, with their values before
     /// it ([`changed`]).
     pub fn previous_attributes(&self) -> Option<Map<String, Value>> {
-        let before = self.entry().previous.as_ref()?.json();
+        let before = self.entry().object.before()?.json();
         let after = self.object().json();
         let (Value::Object(before), Value::Object(after)) = (before, after) else {
             return None;
@@ -622,7 +647,10 @@ mod batches {
         while let Some(batch) = Batch::take_run(&mut drafts, |n| withs.push(n)) {
             runs.push(batch);
         }
-        assert_eq!(runs.iter().map(Batch::event_count).collect::<Vec<_>>(), [2, 1, 1, MAX_ROW, 2]);
+        assert_eq!(
+            runs.iter().map(Batch::event_count).collect::<Vec<_>>(),
+            [2, 1, 1, MAX_ROW, 2]
+        );
         assert_eq!(withs, (1..=14).collect::<Vec<_>>());
         let stored: Vec<EventId> = runs
             .iter()
@@ -641,16 +669,17 @@ mod size {
     use super::*;
 
     /// An event is a small fixed record (its object a shared pointer, never a copy), and
-    /// a request's three events with what they share fill one 192-byte block: the
-    /// allocator's size classes go 160, 192, 224.
+    /// a request's three events with what they share fill one 160-byte block: the
+    /// allocator's size classes go 128, 160, 192.
     #[test]
     fn a_requests_events_share_one_block() {
+        assert_eq!(std::mem::size_of::<Snapshot>(), std::mem::size_of::<Reply>());
         let entry = std::mem::size_of::<Entry>();
         let head = std::mem::size_of::<Head>();
-        assert!(entry <= 48, "Entry is {entry} bytes");
+        assert!(entry <= 40, "Entry is {entry} bytes");
         // The count, the head, the length, then the events.
         let three = 8 + head + 8 + 3 * entry;
-        assert!(three <= 192, "three events take {three} bytes");
+        assert!(three <= 160, "three events take {three} bytes");
         assert_eq!(std::mem::size_of::<Batch>(), 8, "a row points with one word");
         assert_eq!(std::mem::size_of::<Event>(), 16);
     }
