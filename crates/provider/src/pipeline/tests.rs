@@ -353,7 +353,8 @@ async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
     assert_eq!(charges(&app), 1, "nothing charged on the second endpoint");
 }
 
-/// A confirmed create's three events are made by one request and share one allocation.
+/// A confirmed create's three events are made by one request: they share one allocation
+/// and one row of the events table.
 #[tokio::test]
 async fn a_confirmed_creates_events_share_one_allocation() {
     let app = Provider::new(Config::default());
@@ -371,4 +372,5 @@ async fn a_confirmed_creates_events_share_one_allocation() {
     let batch = page.items[0].batch();
     assert_eq!(batch.event_count(), 3);
     assert!(page.items.iter().all(|e| e.batch().same(batch)));
+    assert_eq!(app.payments.events.table.rows(), 1);
 }

@@ -4,18 +4,22 @@
 //! object) and an index from id to row that stores only the row's position (4 bytes;
 //! the id is read from the object itself, [`Keyed`]), so a million stored objects cost
 //! little beyond the objects. Objects made together can share one allocation ([`Row`]:
-//! one request's events): each is still a row of its own, in its own key's shard, the
-//! row holding the shared value and the object's place in it. Sequence numbers are drawn under the shard's lock, so each
-//! shard's rows are sorted by them: lists come back newest first and `starting_after` /
-//! `ending_before` cursors work across shards, every shard yielding its best
-//! `limit + 1` candidates to a merge, so a page costs `O(shards × limit)` whatever the
-//! table's size.
+//! one request's events). Their keys can name one shard ([`Row::shard_of`]): then they
+//! are one row, each with a sequence number of its own and found through its own slot
+//! in the index. Otherwise each is a row of its own, in its own key's shard, the row
+//! holding the shared value and the object's place in it. Sequence numbers are drawn
+//! under the shard's lock, so each shard's rows are sorted by them: lists come back
+//! newest first and `starting_after` / `ending_before` cursors work across shards, every
+//! shard yielding its best `limit + 1` candidates to a merge, so a page costs
+//! `O(shards × limit)` whatever the table's size.
 
 use std::hash::{BuildHasher, Hash};
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
+use parking_lot::MutexGuard;
 
 use crate::state::shard::{self, Hasher, Sharded};
 use crate::state::trace::{self, Touch};
@@ -27,8 +31,7 @@ pub trait Keyed {
 }
 
 /// What a table's rows hold: one object (every [`Keyed`] value), or up to [`MAX_ROW`]
-/// objects made together in one allocation, each stored as a row of its own (the value
-/// and the object's place in it) and found by its own key.
+/// objects made together in one allocation, each found by its own key.
 pub trait Row: Clone {
     type Key: Hash + Eq + Clone;
     /// What the table gives out for one of the value's keys.
@@ -43,6 +46,11 @@ pub trait Row: Clone {
     fn item_if(&self, i: usize, keep: &impl Fn(&Self::Item) -> bool) -> Option<Self::Item> {
         let item = self.item(i);
         keep(&item).then_some(item)
+    }
+    /// The shard `key` is kept in, when its key says (objects made together whose keys
+    /// name one shard are one row); else the key's hash picks it.
+    fn shard_of(_key: &Self::Key) -> Option<usize> {
+        None
     }
 }
 
@@ -63,43 +71,62 @@ impl<V: Keyed + Clone> Row for V {
     }
 }
 
-/// The low bits of a row's number: the object's place in the row's value.
+/// The low bits of an index slot and of a row's number: an object's place in its value.
 const PLACE_BITS: u32 = 3;
 /// The most objects one value holds.
 pub const MAX_ROW: usize = 1 << PLACE_BITS;
+/// The bit of a row's number that says the row holds every object of its value.
+const WHOLE: u64 = 1 << PLACE_BITS;
 
-/// A row's number: its sequence number, and its object's place in the row's value.
-fn number(seq: u64, place: usize) -> u64 {
+/// A row's number: the sequence number of its (first) object, whether it holds every
+/// object of its value (each then numbered on from the first), and else its object's
+/// place in the value.
+fn number(seq: u64, whole: bool, place: usize) -> u64 {
     debug_assert!(place < MAX_ROW);
-    (seq << PLACE_BITS) | place as u64
+    (seq << (PLACE_BITS + 1)) | if whole { WHOLE } else { place as u64 }
 }
 
-/// The sequence number in a row's number.
-fn seq(number: u64) -> u64 {
-    number >> PLACE_BITS
+/// A row's objects: their places in its value, and the sequence number of the first.
+fn places<V: Row>((number, value): &(u64, V)) -> (Range<usize>, u64) {
+    let seq = number >> (PLACE_BITS + 1);
+    match number & WHOLE {
+        0 => {
+            let place = (number & (MAX_ROW as u64 - 1)) as usize;
+            (place..place + 1, seq)
+        }
+        _ => (0..value.count(), seq),
+    }
 }
 
-/// The object's place in a row's number.
-fn place(number: u64) -> usize {
-    (number as usize) & (MAX_ROW - 1)
+/// The sequence number of object `place` of a row.
+fn seq_at<V: Row>(row: &(u64, V), place: usize) -> u64 {
+    let (places, first) = places(row);
+    first + (place - places.start) as u64
 }
 
-/// The key of a row's object.
-fn key_of<V: Row>((number, value): &(u64, V)) -> V::Key {
-    value.key_at(place(*number))
+/// An index slot: a row's position and an object's place in the row's value.
+fn slot(position: usize, place: usize) -> u32 {
+    debug_assert!(position < (u32::MAX >> PLACE_BITS) as usize);
+    ((position as u32) << PLACE_BITS) | place as u32
 }
 
-/// A row's object.
-fn item_of<V: Row>((number, value): &(u64, V)) -> V::Item {
-    value.item(place(*number))
+fn unslot(slot: u32) -> (usize, usize) {
+    ((slot >> PLACE_BITS) as usize, (slot as usize) & (MAX_ROW - 1))
+}
+
+/// The key of the object an index slot points at.
+fn key_of<V: Row>(rows: &[(u64, V)], at: u32) -> V::Key {
+    let (position, place) = unslot(at);
+    rows[position].1.key_at(place)
 }
 
 struct Shard<V> {
-    /// Positions in `rows`, hashed by their row's key.
+    /// [`slot`]s, hashed by their object's key.
     index: HashTable<u32>,
-    /// `(number, value)`: the row's [`number`] (its sequence number and its object's
-    /// place in the value), in creation order.
+    /// `(number, value)`: the row's [`number`], in creation order.
     rows: Vec<(u64, V)>,
+    /// Objects in `rows`.
+    items: usize,
 }
 
 impl<V> Default for Shard<V> {
@@ -107,22 +134,55 @@ impl<V> Default for Shard<V> {
         Self {
             index: HashTable::new(),
             rows: Vec::new(),
+            items: 0,
         }
     }
 }
 
 impl<V: Row> Shard<V> {
-    fn position(&self, hash: u64, key: &V::Key) -> Option<usize> {
+    /// The position of `key`'s row and its object's place in the row's value.
+    fn find(&self, hash: u64, key: &V::Key) -> Option<(usize, usize)> {
         let rows = &self.rows;
         self.index
-            .find(hash, |&i| key_of(&rows[i as usize]) == *key)
-            .map(|&i| i as usize)
+            .find(hash, |&at| key_of(rows, at) == *key)
+            .map(|&at| unslot(at))
+    }
+
+    /// Indexes every object of every row again (after rows left).
+    fn reindex(&mut self, hasher: &Hasher) {
+        let Shard { index, rows, items } = self;
+        index.clear();
+        *items = 0;
+        for position in 0..rows.len() {
+            for place in places(&rows[position]).0 {
+                let hash = hasher.hash_one(rows[position].1.key_at(place));
+                index.insert_unique(hash, slot(position, place), rehash(hasher, rows));
+                *items += 1;
+            }
+        }
     }
 }
 
-/// The hash of the row an index slot points at: what the index needs when it grows.
+/// The hash of the object an index slot points at: what the index needs when it grows.
 fn rehash<'a, V: Row>(hasher: &'a Hasher, rows: &'a [(u64, V)]) -> impl Fn(&u32) -> u64 + 'a {
-    move |&i| hasher.hash_one(key_of(&rows[i as usize]))
+    move |&at| hasher.hash_one(key_of(rows, at))
+}
+
+/// The objects of a row that `keep` accepts and `within` (their sequence numbers) places
+/// on a page, with their sequence numbers: newest first, or oldest first.
+fn items_of<'r, V: Row, K: Fn(&V::Item) -> bool>(
+    row: &'r (u64, V),
+    keep: &'r K,
+    within: impl Fn(u64) -> bool + 'r,
+    newest_first: bool,
+) -> impl Iterator<Item = (u64, V::Item)> + 'r {
+    let (places, first) = places(row);
+    let (start, n) = (places.start, places.len());
+    (0..n)
+        .map(move |i| if newest_first { n - 1 - i } else { i })
+        .map(move |i| (first + i as u64, start + i))
+        .filter(move |&(seq, _)| within(seq))
+        .filter_map(move |(seq, place)| row.1.item_if(place, keep).map(|item| (seq, item)))
 }
 
 /// Where a list page starts, in Stripe's terms.
@@ -183,9 +243,9 @@ impl<V: Keyed + Clone> Table<V> {
     pub fn update<R>(&self, key: &V::Key, f: impl FnOnce(&mut V) -> R) -> Option<R> {
         let hash = self.hash(key);
         trace::write(self.tag, hash);
-        let mut shard = self.shards.lock(key);
-        let i = shard.position(hash, key)?;
-        Some(f(&mut shard.rows[i].1))
+        let mut shard = self.lock(key);
+        let (position, _) = shard.find(hash, key)?;
+        Some(f(&mut shard.rows[position].1))
     }
 }
 
@@ -194,13 +254,47 @@ impl<V: Row> Table<V> {
         self.hasher.hash_one(key)
     }
 
-    /// Stores every object of `value` (made together: one allocation), each as a row of
-    /// its own in its key's shard, in order (an object whose key is there replaces it).
+    /// The shard `key` is kept in.
+    fn lock(&self, key: &V::Key) -> MutexGuard<'_, Shard<V>> {
+        match V::shard_of(key) {
+            Some(i) => self.shards.lock_index(i),
+            None => self.shards.lock(key),
+        }
+    }
+
+    /// Stores every object of `value` (made together: one allocation), in order: one row
+    /// when their keys name one shard, else a row each in its key's shard (an object
+    /// whose key is there replaces it).
     pub fn insert_all(&self, value: V) {
-        let count = value.count();
-        debug_assert!((1..=MAX_ROW).contains(&count));
-        for place in 0..count.min(MAX_ROW) {
-            self.put(value.clone(), place, true);
+        let count = value.count().min(MAX_ROW);
+        let shard = V::shard_of(&value.key_at(0));
+        if count == 1 || shard.is_none() || (1..count).any(|i| V::shard_of(&value.key_at(i)) != shard) {
+            for place in 0..count {
+                self.put(value.clone(), place, true);
+            }
+            return;
+        }
+        let mut hashes = [0; MAX_ROW];
+        for (place, hash) in hashes.iter_mut().enumerate().take(count) {
+            *hash = self.hash(&value.key_at(place));
+            trace::write(self.tag, *hash);
+        }
+        let mut shard = self.lock(&value.key_at(0));
+        let Shard { index, rows, items } = &mut *shard;
+        let position = rows.len();
+        let seq = self.next_seq.fetch_add(count as u64, Ordering::Relaxed);
+        rows.push((number(seq, true, 0), value));
+        *items += count;
+        for (place, &hash) in hashes.iter().enumerate().take(count) {
+            let key = rows[position].1.key_at(place);
+            match index.entry(hash, |&at| key_of(rows, at) == key, rehash(&self.hasher, rows)) {
+                // Keys are new (ids drawn at random): one already there is found here
+                // from now on.
+                Entry::Occupied(mut at) => *at.get_mut() = slot(position, place),
+                Entry::Vacant(free) => {
+                    free.insert(slot(position, place));
+                }
+            }
         }
     }
 
@@ -211,56 +305,77 @@ impl<V: Row> Table<V> {
         let key = value.key_at(place);
         let hash = self.hash(&key);
         trace::write(self.tag, hash);
-        let mut shard = self.shards.lock(&key);
-        let Shard { index, rows } = &mut *shard;
-        let position = rows.len() as u32;
-        let found = index.entry(hash, |&i| key_of(&rows[i as usize]) == key, rehash(&self.hasher, rows));
+        let mut shard = self.lock(&key);
+        let Shard { index, rows, items } = &mut *shard;
+        let position = rows.len();
+        let found = index.entry(hash, |&at| key_of(rows, at) == key, rehash(&self.hasher, rows));
         match found {
-            Entry::Occupied(at) => {
+            Entry::Occupied(mut at) => {
+                let (old, old_place) = unslot(*at.get());
+                // An object of a row of several stays (its row lists it).
+                let replace = replace && places(&rows[old]).0.len() == 1;
                 if replace {
-                    let row = &mut rows[*at.get() as usize];
-                    *row = (number(seq(row.0), place), value);
+                    rows[old] = (number(seq_at(&rows[old], old_place), false, place), value);
+                    *at.get_mut() = slot(old, place);
                 }
                 replace
             }
-            Entry::Vacant(slot) => {
-                slot.insert(position);
+            Entry::Vacant(free) => {
+                free.insert(slot(position, place));
                 let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-                rows.push((number(seq, place), value));
+                rows.push((number(seq, false, place), value));
+                *items += 1;
                 true
             }
         }
     }
 
-    /// Makes room for about `n` more objects, so that inserting them never grows the
-    /// shards' rows or indexes (recovery sizes its tables from the log's length).
-    pub fn reserve(&self, n: usize) {
-        let share = shard::per_shard(n);
+    /// Makes room for about `rows` more rows holding `keys` objects, so that inserting
+    /// them never grows the shards' rows or indexes (recovery sizes its tables from the
+    /// log's length).
+    pub fn reserve_rows(&self, rows: usize, keys: usize) {
+        let (rows, keys) = (shard::per_shard(rows), shard::per_shard(keys));
         for s in self.shards.iter() {
             let mut shard = s.lock();
-            let Shard { index, rows } = &mut *shard;
+            let Shard { index, rows: r, .. } = &mut *shard;
             // Best effort (see `Provider::reserve`).
-            let _ = rows.try_reserve(share);
-            let _ = index.try_reserve(share, rehash(&self.hasher, rows));
+            let _ = r.try_reserve(rows);
+            let _ = index.try_reserve(keys, rehash(&self.hasher, r));
         }
+    }
+
+    /// Makes room for about `n` more objects, a row each.
+    pub fn reserve(&self, n: usize) {
+        self.reserve_rows(n, n);
     }
 
     pub fn get(&self, key: &V::Key) -> Option<V::Item> {
         let hash = self.hash(key);
         trace::read(self.tag, hash);
-        let shard = self.shards.lock(key);
-        shard.position(hash, key).map(|i| item_of(&shard.rows[i]))
+        let shard = self.lock(key);
+        shard
+            .find(hash, key)
+            .map(|(position, place)| shard.rows[position].1.item(place))
     }
 
     pub fn seq_of(&self, key: &V::Key) -> Option<u64> {
         let hash = self.hash(key);
         trace::read(self.tag, hash);
-        let shard = self.shards.lock(key);
-        shard.position(hash, key).map(|i| seq(shard.rows[i].0))
+        let shard = self.lock(key);
+        shard
+            .find(hash, key)
+            .map(|(position, place)| seq_at(&shard.rows[position], place))
     }
 
-    pub fn len(&self) -> usize {
+    /// Rows stored (objects stored together are one).
+    #[cfg(test)]
+    pub fn rows(&self) -> usize {
         self.shards.iter().map(|s| s.lock().rows.len()).sum()
+    }
+
+    /// Objects stored.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().items).sum()
     }
 
     /// The touch of `key` in this table, as a write noted it (compaction's liveness).
@@ -277,12 +392,11 @@ impl<V: Row> Table<V> {
     pub fn live_keys(&self, live: &mut impl Extend<Touch>) {
         for s in self.shards.iter() {
             let shard = s.lock();
-            live.extend(
-                shard
-                    .rows
-                    .iter()
-                    .map(|row| Touch::key(self.tag, self.hasher.hash_one(key_of(row)))),
-            );
+            live.extend(shard.rows.iter().flat_map(|row| {
+                places(row)
+                    .0
+                    .map(|place| Touch::key(self.tag, self.hasher.hash_one(row.1.key_at(place))))
+            }));
         }
     }
 
@@ -296,26 +410,34 @@ impl<V: Row> Table<V> {
         }
     }
 
-    /// Keeps only the objects `keep` accepts (their order and sequence numbers kept);
-    /// says how many were removed. A shard that loses rows has its index rebuilt, so
-    /// this is for rare sweeps (expired events, a deleted endpoint), not the hot path.
+    /// Keeps only the objects `keep` accepts (their order and sequence numbers kept: the
+    /// objects kept of a row of several become rows of their own); says how many were
+    /// removed. A shard that loses rows has its index rebuilt, so this is for rare sweeps
+    /// (expired events, a deleted endpoint), not the hot path.
     pub fn retain(&self, keep: impl Fn(&V::Item) -> bool) -> usize {
         let mut removed = 0;
         for s in self.shards.iter() {
             let mut shard = s.lock();
-            let before = shard.rows.len();
-            shard
-                .rows
-                .retain(|(number, v)| v.item_if(place(*number), &keep).is_some());
-            if shard.rows.len() == before {
-                continue;
+            let before = shard.items;
+            let mut changed = false;
+            let mut rows = Vec::with_capacity(shard.rows.len());
+            for row in std::mem::take(&mut shard.rows) {
+                let (all, first) = places(&row);
+                let kept: Vec<usize> = all.clone().filter(|&p| row.1.item_if(p, &keep).is_some()).collect();
+                if kept.len() == all.len() {
+                    rows.push(row);
+                    continue;
+                }
+                changed = true;
+                for place in kept {
+                    let seq = first + (place - all.start) as u64;
+                    rows.push((number(seq, false, place), row.1.clone()));
+                }
             }
-            removed += before - shard.rows.len();
-            let Shard { index, rows } = &mut *shard;
-            index.clear();
-            for (i, row) in rows.iter().enumerate() {
-                let hash = self.hasher.hash_one(key_of(row));
-                index.insert_unique(hash, i as u32, rehash(&self.hasher, rows));
+            shard.rows = rows;
+            if changed {
+                shard.reindex(&self.hasher);
+                removed += before - shard.items;
             }
         }
         removed
@@ -328,16 +450,36 @@ impl<V: Row> Table<V> {
         for shard in self.shards.iter() {
             let shard = shard.lock();
             let rows = &shard.rows;
-            let matching = |(number, v): &(u64, V)| v.item_if(place(*number), &keep).map(|item| (seq(*number), item));
             match cursor {
-                Cursor::Start => found.extend(rows.iter().rev().filter_map(matching).take(limit + 1)),
+                Cursor::Start => found.extend(
+                    rows.iter()
+                        .rev()
+                        .flat_map(|r| items_of(r, &keep, |_| true, true))
+                        .take(limit + 1),
+                ),
                 Cursor::StartingAfter(s) => {
-                    let end = rows.partition_point(|(number, _)| seq(*number) < s);
-                    found.extend(rows[..end].iter().rev().filter_map(matching).take(limit + 1));
+                    // Rows whose first object is older than the cursor.
+                    let end = rows.partition_point(|r| places(r).1 < s);
+                    found.extend(
+                        rows[..end]
+                            .iter()
+                            .rev()
+                            .flat_map(|r| items_of(r, &keep, move |seq| seq < s, true))
+                            .take(limit + 1),
+                    );
                 }
                 Cursor::EndingBefore(s) => {
-                    let start = rows.partition_point(|(number, _)| seq(*number) <= s);
-                    found.extend(rows[start..].iter().filter_map(matching).take(limit + 1));
+                    // Rows whose last object is newer than the cursor.
+                    let start = rows.partition_point(|r| {
+                        let (places, first) = places(r);
+                        first + places.len() as u64 - 1 <= s
+                    });
+                    found.extend(
+                        rows[start..]
+                            .iter()
+                            .flat_map(|r| items_of(r, &keep, move |seq| seq > s, false))
+                            .take(limit + 1),
+                    );
                 }
             }
         }
@@ -453,7 +595,7 @@ mod tests {
         assert!(t.is_empty());
     }
 
-    /// Test objects made together, in one value.
+    /// Test objects made together, in one value; keys of 100 and more name shard 7.
     #[derive(Debug, Clone)]
     struct Several(std::sync::Arc<[Obj]>);
 
@@ -469,12 +611,16 @@ mod tests {
         fn item(&self, i: usize) -> Obj {
             self.0[i]
         }
+        fn shard_of(key: &u32) -> Option<usize> {
+            (*key >= 100).then_some(7)
+        }
     }
 
-    /// Values of 1, 3, 1, 8 and 2 objects (keys 1 to 15, each object's value ten times its key).
-    fn grouped() -> Table<Several> {
+    /// Values of 1, 3, 1, 8 and 2 objects with keys `base + 1` to `base + 15`, each
+    /// object's value ten times its key.
+    fn grouped(base: u32) -> Table<Several> {
         let t = Table::default();
-        let mut next = 1;
+        let mut next = base + 1;
         for n in [1, 3, 1, MAX_ROW as u32, 2] {
             t.insert_all(Several((next..next + n).map(|k| Obj(k, k * 10)).collect()));
             next += n;
@@ -482,20 +628,21 @@ mod tests {
         t
     }
 
-    #[test]
-    fn objects_made_together_are_found_listed_and_paged_one_by_one() {
-        let t = grouped();
+    /// Whether `t`'s objects with keys `base + 1` to `base + 15` are found, listed and
+    /// paged one by one, in order, and each leaves on its own.
+    fn objects_one_by_one(t: &Table<Several>, base: u32) {
+        let k = |i: u32| base + i;
         assert_eq!(t.len(), 15);
-        assert!((1..=15).all(|k| t.get(&k) == Some(Obj(k, k * 10))));
-        assert_eq!(t.get(&16), None);
-        let seqs: Vec<u64> = (1..=15).map(|k| t.seq_of(&k).unwrap()).collect();
+        assert!((1..=15).all(|i| t.get(&k(i)) == Some(Obj(k(i), k(i) * 10))));
+        assert_eq!(t.get(&k(16)), None);
+        let seqs: Vec<u64> = (1..=15).map(|i| t.seq_of(&k(i)).unwrap()).collect();
         assert!(
             seqs.windows(2).all(|w| w[1] == w[0] + 1),
             "one sequence number an object: {seqs:?}"
         );
         let all = t.page(Cursor::Start, 100, |_| true);
-        assert_eq!(values(&all), (1..=15).rev().map(|k| k * 10).collect::<Vec<_>>());
-        // Pages of 4, newest first, all the way down.
+        assert_eq!(values(&all), (1..=15).rev().map(|i| k(i) * 10).collect::<Vec<_>>());
+        // Pages of 4, newest first, all the way down: cursors fall inside rows.
         let (mut cursor, mut seen) = (Cursor::Start, Vec::new());
         loop {
             let p = t.page(cursor, 4, |_| true);
@@ -506,22 +653,46 @@ mod tests {
             cursor = Cursor::StartingAfter(p.last_seq.unwrap());
         }
         assert_eq!(seen, values(&all));
-        let back = t.page(Cursor::EndingBefore(t.seq_of(&6).unwrap()), 4, |_| true);
+        let back = t.page(Cursor::EndingBefore(t.seq_of(&k(6)).unwrap()), 4, |_| true);
         assert_eq!(
             values(&back),
-            vec![100, 90, 80, 70],
+            [10, 9, 8, 7].map(|i| k(i) * 10),
             "the four just newer, newest first"
         );
         assert!(back.has_more);
-        let odd = t.page(Cursor::StartingAfter(t.seq_of(&12).unwrap()), 3, |o| o.0 % 2 == 1);
-        assert_eq!(values(&odd), vec![110, 90, 70]);
-        // Each object leaves on its own; the others of its value stay findable.
+        let odd = t.page(Cursor::StartingAfter(t.seq_of(&k(12)).unwrap()), 3, |o| o.0 % 2 == 1);
+        assert_eq!(values(&odd), [11, 9, 7].map(|i| k(i) * 10));
+        // Each object leaves on its own; the others of its value stay, in order.
         assert_eq!(t.retain(|o| o.0 % 5 != 0), 3);
-        assert_eq!((t.len(), t.get(&10), t.get(&9)), (12, None, Some(Obj(9, 90))));
+        assert_eq!(
+            (t.len(), t.get(&k(10)), t.get(&k(9))),
+            (12, None, Some(Obj(k(9), k(9) * 10)))
+        );
+        let kept: Vec<u32> = [1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 14]
+            .map(|i| k(i) * 10)
+            .into_iter()
+            .rev()
+            .collect();
+        assert_eq!(values(&t.page(Cursor::Start, 100, |_| true)), kept);
+        let back = t.page(Cursor::EndingBefore(t.seq_of(&k(6)).unwrap()), 2, |_| true);
+        assert_eq!(values(&back), [8, 7].map(|i| k(i) * 10));
         let mut live = Vec::new();
         t.live_keys(&mut live);
         assert_eq!(live.len(), 12);
-        assert!(live.contains(&t.touch_of(&11)) && !live.contains(&t.touch_of(&15)));
+        assert!(live.contains(&t.touch_of(&k(11))) && !live.contains(&t.touch_of(&k(15))));
+    }
+
+    #[test]
+    fn objects_made_together_are_found_listed_and_paged_one_by_one() {
+        // Keys that name no shard: a row each, in their keys' shards.
+        let t = grouped(0);
+        assert_eq!(t.rows(), 15);
+        objects_one_by_one(&t, 0);
+        // Keys that name one shard: a row a value, all in shard 7.
+        let t = grouped(100);
+        let rows: Vec<usize> = t.shards.iter().map(|s| s.lock().rows.len()).collect();
+        assert_eq!((rows.iter().sum::<usize>(), rows[7]), (5, 5));
+        objects_one_by_one(&t, 100);
     }
 
     #[test]

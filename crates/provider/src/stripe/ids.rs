@@ -50,6 +50,9 @@ const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Token(NonZeroU64, u64);
 
+/// The bits of a token that name its group ([`Token::group`]): 64 groups.
+pub const GROUP_BITS: u32 = 6;
+
 /// The offset of a half's leading character: a weighted sum of its other eleven digits.
 fn lead_offset(rest: &[u8]) -> u8 {
     (rest
@@ -64,14 +67,34 @@ impl Token {
     /// A fresh random token; while an operation is [`scripted`], the tokens it draws
     /// are written down, or read back from an earlier run's script.
     pub fn random() -> Self {
+        Self::draw(|t| t)
+    }
+
+    /// A fresh random token in `group` (its low [`GROUP_BITS`] bits, see [`Token::group`]),
+    /// drawn as [`Token::random`] draws: one draw, written down or read back.
+    pub fn random_in(group: usize) -> Self {
+        let mask = (1 << GROUP_BITS) - 1;
+        Self::draw(|Token(first, second)| Token(first, (second & !mask) | (group as u64 & mask)))
+    }
+
+    /// The token's group: the low [`GROUP_BITS`] bits of its second number (random, unless
+    /// it was drawn in a group; a request's events are, so that they can share a shard).
+    pub fn group(&self) -> usize {
+        (self.1 & ((1 << GROUP_BITS) - 1)) as usize
+    }
+
+    fn draw(shape: impl FnOnce(Token) -> Token) -> Self {
         SCRIPT.with_borrow_mut(|script| match script {
-            Script::Off => Self::fresh(),
+            Script::Off => shape(Self::fresh()),
             Script::Record(drawn) => {
-                let t = Self::fresh();
+                let t = shape(Self::fresh());
                 drawn.push(t.to_pair());
                 t
             }
-            Script::Replay(drawn) => drawn.next().and_then(Self::from_pair).unwrap_or_else(Self::fresh),
+            Script::Replay(drawn) => drawn
+                .next()
+                .and_then(Self::from_pair)
+                .unwrap_or_else(|| shape(Self::fresh())),
         })
     }
 
@@ -228,6 +251,11 @@ macro_rules! id_type {
             /// A fresh random id with this kind's prefix.
             pub fn generate() -> Self {
                 Self(Token::random())
+            }
+
+            /// A fresh random id in `group` ([`Token::random_in`]).
+            pub fn generate_in(group: usize) -> Self {
+                Self(Token::random_in(group))
             }
 
             /// The id a client sent, if it is one fauxpay could have generated (any other
@@ -484,6 +512,24 @@ mod tests {
         assert_eq!(first, again);
         // Outside a script, tokens are random again.
         assert_ne!(PaymentIntentId::generate(), first.0);
+    }
+
+    #[test]
+    fn a_token_drawn_in_a_group_is_random_elsewhere_and_replays_as_drawn() {
+        let (ids, drawn) = scripted(None, || {
+            (0..200).map(|i| EventId::generate_in(i % 64)).collect::<Vec<_>>()
+        });
+        assert!(ids.iter().enumerate().all(|(i, id)| id.token().group() == i % 64));
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), 200);
+        assert!(
+            ids.iter().all(|id| EventId::parse(&id.to_string()) == Some(*id)),
+            "spelled and read back"
+        );
+        let (again, _) = scripted(Some(drawn), || {
+            (0..200).map(|_| EventId::generate_in(5)).collect::<Vec<_>>()
+        });
+        assert_eq!(again, ids, "a replay reads back what was drawn");
     }
 
     #[test]

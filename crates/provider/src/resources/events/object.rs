@@ -292,6 +292,11 @@ impl Row for Batch {
     fn item(&self, i: usize) -> Event {
         self.event(i)
     }
+    /// An event is kept in the shard its id's group names: a request's events, drawn in
+    /// one group ([`EventId::generate_in`]), are one row.
+    fn shard_of(id: &EventId) -> Option<usize> {
+        Some(id.token().group())
+    }
 }
 
 impl std::fmt::Debug for Event {

@@ -56,9 +56,10 @@ pub type Deferred = (Event, Vec<Arc<WebhookEndpoint>>);
 /// An event made and not stored yet, with the endpoints that want it.
 type Pending = (Draft, Vec<Arc<WebhookEndpoint>>);
 
-/// The events emitted on this thread inside an [`Opened`] scope, in order, and the store
-/// (its address) whose scope holds them: another store's events are not held.
-type Held = (usize, Vec<Pending>);
+/// The events emitted on this thread inside an [`Opened`] scope, in order, the store (its
+/// address) whose scope holds them (another store's events are not held), and the group
+/// their ids are drawn in (the opened event's: stored together, they are one row).
+type Held = (usize, usize, Vec<Pending>);
 
 thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
@@ -113,7 +114,7 @@ impl Drop for Opened<'_> {
     fn drop(&mut self) {
         let mut held = HELD
             .with_borrow_mut(|held| std::mem::replace(held, self.outer.take()))
-            .map(|(_, held)| held)
+            .map(|(_, _, held)| held)
             .unwrap_or_default();
         if let Some(closed) = self.closed.take() {
             held.insert(0, closed);
@@ -188,10 +189,14 @@ impl Events {
     /// Stores an event of `kind` about `object` (with `previous`, the object before an
     /// update), caused by `attempt`, and publishes it (or, inside an [`Opened`] scope on
     /// this thread, holds it back until the scope's own event is stored).
+    /// Inside a scope, the event's id is drawn in the scope's group.
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) {
         let wanted = self.wanted(kind);
+        let id = self
+            .held(|group, _| group)
+            .map_or_else(EventId::generate, EventId::generate_in);
         let event = Draft::new(
-            EventId::generate(),
+            id,
             kind,
             (object, View::AsIs),
             previous,
@@ -208,10 +213,15 @@ impl Events {
     /// written from the confirmed intent as it was created), its id drawn where it always
     /// was: the data dir's log replays the ids a request drew, in order.
     pub fn open<'a>(&'a self, kind: EventType, attempt: &Attempt) -> Opened<'a> {
-        let id = EventId::generate();
+        // In an enclosing scope of this store, in its group (its events are stored with
+        // this one's).
+        let id = self
+            .held(|group, _| group)
+            .map_or_else(EventId::generate, EventId::generate_in);
         let cause = cause(attempt);
         let wanted = self.wanted(kind);
-        let outer = HELD.with_borrow_mut(|held| held.replace((self.address(), SPARE.take())));
+        let group = id.token().group();
+        let outer = HELD.with_borrow_mut(|held| held.replace((self.address(), group, SPARE.take())));
         Opened {
             events: self,
             outer,
@@ -245,11 +255,11 @@ impl Events {
         self as *const Self as usize
     }
 
-    /// Whether an [`Opened`] scope of this store is open on this thread: then `f` gets
-    /// the events it holds back, and this is `None`.
-    fn held<R>(&self, f: impl FnOnce(&mut Vec<Pending>) -> R) -> Option<R> {
+    /// `f` of the group and the events held back by the [`Opened`] scope of this store
+    /// open on this thread; `None` when there is none.
+    fn held<R>(&self, f: impl FnOnce(usize, &mut Vec<Pending>) -> R) -> Option<R> {
         HELD.with_borrow_mut(|held| match held {
-            Some((scope, held)) if *scope == self.address() => Some(f(held)),
+            Some((scope, group, held)) if *scope == self.address() => Some(f(*group, held)),
             _ => None,
         })
     }
@@ -258,7 +268,7 @@ impl Events {
     /// open on this thread.
     fn store_or_hold(&self, event: Draft, wanted: Vec<Arc<WebhookEndpoint>>) {
         let mut pending = Some((event, wanted));
-        if self.held(|held| held.extend(pending.take())).is_none() {
+        if self.held(|_, held| held.extend(pending.take())).is_none() {
             if let Some((event, wanted)) = pending {
                 let owed = match wanted.is_empty() {
                     true => Vec::new(),
@@ -272,7 +282,7 @@ impl Events {
     /// Stores `events` (emptying it) as batches of one request's consecutive events, or
     /// hands them to the enclosing [`Opened`] scope of this store on this thread.
     fn store_or_hold_all(&self, events: &mut Vec<Pending>) {
-        if self.held(|held| held.append(events)).is_some() {
+        if self.held(|_, held| held.append(events)).is_some() {
             return;
         }
         loop {
@@ -361,6 +371,11 @@ mod tests {
         assert_eq!(created.batch().event_count(), 3);
         assert!(created.batch().same(charged.batch()) && created.batch().same(succeeded.batch()));
         assert_eq!(refunded.batch().event_count(), 1);
+        let group = created.id().token().group();
+        assert!(
+            [charged, succeeded].iter().all(|e| e.id().token().group() == group),
+            "drawn in one group"
+        );
         assert_eq!(charged.request_id(), Some(attempt.request_id));
         assert_eq!(
             events.table.get(&charged.id()).map(|e| e.kind()),
