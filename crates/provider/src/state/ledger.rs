@@ -722,8 +722,10 @@ mod tests {
     /// and faults have.
     #[test]
     fn a_record_is_compact_and_keeps_its_rare_fields() {
+        // With its `Arc`'s two counts, one 128-byte block (the allocator's classes go
+        // 112, 128, 160).
         let n = std::mem::size_of::<LedgerRecord>();
-        assert!(n <= 128, "LedgerRecord is {n} bytes");
+        assert!(n <= 112, "LedgerRecord is {n} bytes");
         assert!(Rare::default().boxed().is_none());
         let fault: Arc<str> = Arc::from("drop_response");
         let rare = Rare {

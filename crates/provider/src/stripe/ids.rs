@@ -13,6 +13,8 @@ use std::sync::Arc;
 use rand::Rng;
 use serde::{Serialize, Serializer};
 
+use crate::state::thin::ThinStr;
+
 /// Where the tokens of this thread come from (see [`scripted`]).
 enum Script {
     Off,
@@ -441,9 +443,10 @@ impl Serialize for ObjectId {
     }
 }
 
-/// Which logical payment a money movement belongs to (by default `metadata[order_id]`).
+/// Which logical payment a money movement belongs to (by default `metadata[order_id]`):
+/// one allocation its intent, charge and ledger record share, one word wide.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CorrelationId(Arc<str>);
+pub struct CorrelationId(ThinStr);
 
 impl CorrelationId {
     pub fn new(s: &str) -> Self {
@@ -451,19 +454,20 @@ impl CorrelationId {
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 }
 
 impl Serialize for CorrelationId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.as_str())
     }
 }
 
-/// The API key a request authenticated with: idempotency keys are scoped to it.
+/// The API key a request authenticated with: idempotency keys are scoped to it (each
+/// holds it, one word wide).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ApiKey(Arc<str>);
+pub struct ApiKey(ThinStr);
 
 impl ApiKey {
     pub fn new(s: &str) -> Self {
@@ -485,7 +489,7 @@ impl ApiKey {
         LAST.with(|last| {
             let mut last = last.borrow_mut();
             match &*last {
-                Some(k) if &*k.0 == s => k.clone(),
+                Some(k) if k.as_str() == s => k.clone(),
                 _ => {
                     let k = Self::new(s);
                     *last = Some(k.clone());
@@ -496,7 +500,7 @@ impl ApiKey {
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 }
 
