@@ -78,6 +78,9 @@ impl CardRef {
         u8::try_from(i + 1).ok().and_then(std::num::NonZeroU8::new).map(Self)
     }
 
+    /// The first of [`CARDS`].
+    pub const FIRST: CardRef = CardRef(std::num::NonZeroU8::MIN);
+
     pub fn card(self) -> &'static TestCard {
         &CARDS[usize::from(self.0.get()) - 1]
     }

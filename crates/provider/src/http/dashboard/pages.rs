@@ -227,7 +227,7 @@ pub fn payments(list: &PaymentList, filter: &PaymentFilter) -> Markup {
                     td { (status_tag(if ch.decline().is_some() { "failed" } else if ch.captured { "succeeded" } else { "uncaptured" })) }
                     td { (money(ch.amount, ch.currency.code())) }
                     td { (money(ch.amount_captured, ch.currency.code())) }
-                    td { (money(ch.amount_refunded, ch.currency.code())) }
+                    td { (money(ch.amount_refunded(), ch.currency.code())) }
                     td { @if let Some(pi) = ch.payment_intent { (payment_link(&pi.as_str())) } }
                     td.mono { (ch.correlation_id.as_ref().map_or("", |c| c.as_str())) }
                 } }
@@ -316,7 +316,7 @@ pub fn payment(v: &PaymentView) -> Markup {
                     td.mono { (c.id.as_str()) }
                     td { (money(c.amount, c.currency.code())) }
                     td { (money(c.amount_captured, c.currency.code())) }
-                    td { (money(c.amount_refunded, c.currency.code())) }
+                    td { (money(c.amount_refunded(), c.currency.code())) }
                     td { @if let Some(d) = c.decline() { span.tag.bad { (d.decline_code) } } @else { span.tag.ok { "paid" } } }
                 } }
             }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::state::rare;
 use crate::state::table::Keyed;
-use crate::stripe::cards::{Decline, TestCard};
+use crate::stripe::cards::{CardRef, Decline, TestCard};
 use crate::stripe::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId, Token};
 use crate::stripe::money::Currency;
 
@@ -29,7 +29,6 @@ pub struct Charge {
     pub id: ChargeId,
     pub amount: u64,
     pub amount_captured: u64,
-    pub amount_refunded: u64,
     /// Captured (money moved; `balance_transaction` is then derived from the id).
     pub captured: bool,
     pub created: i64,
@@ -39,10 +38,11 @@ pub struct Charge {
     pub payment_method: Option<PaymentMethodId>,
     pub refunded: bool,
     pub status: ChargeStatus,
-    /// The card charged: `payment_method_details` is written from it.
-    pub card: &'static TestCard,
-    /// Its customer, description and decline, which most charges have none of: boxed, so
-    /// that a plain charge does not carry their room.
+    /// The card charged (its place in `CARDS`, one byte; [`Charge::card`]):
+    /// `payment_method_details` is written from it.
+    card: CardRef,
+    /// Its customer, description, decline and refunded amount, which most charges have
+    /// none of: boxed, so that a plain charge does not carry their room.
     rare: Option<Box<Rare>>,
     pub correlation_id: Option<CorrelationId>,
 }
@@ -53,6 +53,7 @@ struct Rare {
     customer: Option<CustomerId>,
     description: Option<Box<str>>,
     decline: Option<Decline>,
+    amount_refunded: u64,
 }
 
 /// What a new charge is made of.
@@ -79,7 +80,6 @@ impl Charge {
             id: ChargeId::generate(),
             amount: new.amount,
             amount_captured: if captured { new.amount } else { 0 },
-            amount_refunded: 0,
             captured,
             created: now_unix(),
             currency: new.currency,
@@ -92,7 +92,10 @@ impl Charge {
             } else {
                 ChargeStatus::Failed
             },
-            card: new.card,
+            card: CardRef::of(new.card).unwrap_or_else(|| {
+                debug_assert!(false, "a card outside CARDS: {}", new.card.name);
+                CardRef::FIRST
+            }),
             rare: None,
             correlation_id: new.correlation_id,
         }
@@ -141,7 +144,23 @@ impl Charge {
 
     /// What is left to refund.
     pub fn refundable(&self) -> u64 {
-        self.amount_captured.saturating_sub(self.amount_refunded)
+        self.amount_captured.saturating_sub(self.amount_refunded())
+    }
+
+    /// `amount_refunded`.
+    pub fn amount_refunded(&self) -> u64 {
+        self.rare.as_ref().map_or(0, |r| r.amount_refunded)
+    }
+
+    /// Sets `amount_refunded` and `refunded` (all that was captured is refunded).
+    pub fn set_amount_refunded(&mut self, amount: u64) {
+        self.change_rare(|r| r.amount_refunded = amount);
+        self.refunded = amount == self.amount_captured;
+    }
+
+    /// The card charged.
+    pub fn card(&self) -> &'static TestCard {
+        self.card.card()
     }
 
     pub fn to_json(&self) -> Value {
@@ -152,7 +171,7 @@ impl Charge {
     pub fn write_json(&self, out: &mut Vec<u8>) {
         use write::*;
         let decline = self.decline();
-        let card = self.card;
+        let card = self.card();
         raw(out, "{\"id\":");
         plain(out, &self.id.as_str());
         raw(out, ",\"object\":\"charge\",\"amount\":");
@@ -160,7 +179,7 @@ impl Charge {
         raw(out, ",\"amount_captured\":");
         int(out, self.amount_captured);
         raw(out, ",\"amount_refunded\":");
-        int(out, self.amount_refunded);
+        int(out, self.amount_refunded());
         raw(
             out,
             ",\"application\":null,\"application_fee\":null,\"application_fee_amount\":null,\"balance_transaction\":",
@@ -323,13 +342,13 @@ struct Checks {
 impl Serialize for Charge {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let decline = self.decline();
-        let card = self.card;
+        let card = self.card();
         let mut o = s.serialize_struct("Charge", 42)?;
         o.serialize_field("id", &self.id)?;
         o.serialize_field("object", "charge")?;
         o.serialize_field("amount", &self.amount)?;
         o.serialize_field("amount_captured", &self.amount_captured)?;
-        o.serialize_field("amount_refunded", &self.amount_refunded)?;
+        o.serialize_field("amount_refunded", &self.amount_refunded())?;
         o.serialize_field("application", &Null)?;
         o.serialize_field("application_fee", &Null)?;
         o.serialize_field("application_fee_amount", &Null)?;
@@ -445,12 +464,13 @@ impl Keyed for Arc<Charge> {
 mod size {
     use super::*;
 
-    /// A plain charge carries no room for a customer, description or decline: with its
-    /// `Arc`'s counts it fits a 160-byte block.
+    /// A plain charge carries no room for a customer, description, decline or refund:
+    /// with its `Arc`'s counts it fits a 128-byte block (the allocator's classes go 112,
+    /// 128, 160).
     #[test]
     fn a_charge_is_compact_and_keeps_its_rare_fields() {
         let n = std::mem::size_of::<Charge>();
-        assert!(n <= 144, "Charge is {n} bytes");
+        assert!(n <= 112, "Charge is {n} bytes");
         let mut c = Charge::new(NewCharge {
             amount: 100,
             currency: Currency::parse("usd").unwrap(),
@@ -473,5 +493,11 @@ mod size {
         assert_eq!((c.description(), c.customer()), (None, Some(customer)));
         c.set_customer(None);
         assert!(c.rare.is_none(), "emptied: the box is gone");
+        assert_eq!((c.amount_refunded(), c.refunded, c.refundable()), (0, false, 100));
+        c.set_amount_refunded(40);
+        assert_eq!((c.amount_refunded(), c.refunded, c.refundable()), (40, false, 60));
+        c.set_amount_refunded(100);
+        assert_eq!((c.amount_refunded(), c.refunded, c.refundable()), (100, true, 0));
+        assert_eq!(c.card().name, crate::stripe::cards::CARDS[0].name);
     }
 }

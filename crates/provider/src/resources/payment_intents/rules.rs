@@ -646,8 +646,8 @@ impl Payments {
                         self.charges.update(ch, |c| {
                             let before = c.clone();
                             let mut c2 = (**c).clone();
+                            c2.set_amount_refunded(c2.amount);
                             c2.refunded = true;
-                            c2.amount_refunded = c2.amount;
                             *c = Arc::new(c2);
                             self.events.emit(
                                 EventType::ChargeRefunded,

@@ -108,7 +108,7 @@ impl Payments {
                         payment_intent: slot.payment_intent,
                         correlation_id: slot.correlation_id.clone(),
                         captured: slot.amount_captured,
-                        already_refunded: slot.amount_refunded,
+                        already_refunded: slot.amount_refunded(),
                         requested: amount,
                         idempotency_key: attempt.idempotency_key.clone(),
                         request_id: attempt.request_id,
@@ -140,8 +140,7 @@ impl Payments {
                     reason,
                 };
                 let mut c = (**slot).clone();
-                c.amount_refunded += amount;
-                c.refunded = c.amount_refunded == c.amount_captured;
+                c.set_amount_refunded(c.amount_refunded() + amount);
                 let before = std::mem::replace(slot, Arc::new(c));
                 entry.append(
                     MovementKind::Refund,
