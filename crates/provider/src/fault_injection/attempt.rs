@@ -53,9 +53,9 @@ pub enum KeyKind {
 impl KeyKind {
     /// The kind of `key` (an empty key is a hosted page's request).
     pub fn of(key: &ApiKey) -> Self {
-        match key.as_str() {
-            "" => Self::CheckoutPage,
-            k if k.starts_with("pk_") => Self::Publishable,
+        match key.as_bytes() {
+            b"" => Self::CheckoutPage,
+            k if k.starts_with(b"pk_") => Self::Publishable,
             _ => Self::Secret,
         }
     }

@@ -75,7 +75,7 @@ async fn show(State(app): State<AppState>, path: RawPathParams, RawQuery(query):
             session
                 .payment_intent
                 .and_then(|pi| app.payments.intents.get(&pi))
-                .and_then(|pi| pi.last_payment_error.as_ref().map(|e| e.message.to_string()))
+                .and_then(|pi| pi.last_payment_error().map(|e| e.message.to_string()))
         })
         .flatten();
     html(StatusCode::OK, page::render(&session, error.as_deref()))

@@ -32,7 +32,7 @@ pub fn answer_response(answer: Answer, key_header: Option<&HeaderValue>) -> Resp
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     if let Some(key) = &answer.echo_key {
         let echoed = match key_header {
-            Some(raw) if raw.as_bytes() == key.as_str().as_bytes() => Some(raw.clone()),
+            Some(raw) if raw.as_bytes() == key.as_bytes() => Some(raw.clone()),
             _ => HeaderValue::from_str(key.as_str()).ok(),
         };
         if let Some(v) = echoed {

@@ -42,6 +42,10 @@ impl IdempotencyKey {
         self.0.as_str()
     }
 
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+
     /// The key's text, shared (no copy).
     pub fn shared(&self) -> &ThinStr {
         &self.0

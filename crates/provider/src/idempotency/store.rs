@@ -223,7 +223,7 @@ fn rehash<'a>(hasher: &'a Hasher, entries: &'a [Option<Entry>]) -> impl Fn(&u32)
 }
 
 fn scoped_hash(hasher: &Hasher, api_key: &ApiKey, key: &IdempotencyKey) -> u64 {
-    hasher.hash_one((api_key.as_str(), key.as_str()))
+    hasher.hash_one((api_key, key))
 }
 
 /// What the store says about a request carrying a key.

@@ -21,7 +21,9 @@ impl ThinStr {
         &self.0.slice
     }
 
-    /// The text (always whole: it was made from a `str`).
+    /// The text (always whole: it was made from a `str`). It is checked again on each
+    /// call: compare and hash with [`ThinStr::as_bytes`] (as `Eq` and `Hash` do) on hot
+    /// paths.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
@@ -40,8 +42,10 @@ impl From<String> for ThinStr {
 }
 
 impl PartialEq for ThinStr {
+    /// One allocation is equal to itself without a look at its bytes (a key shared by the
+    /// records that hold it).
     fn eq(&self, other: &Self) -> bool {
-        self.as_bytes() == other.as_bytes()
+        self.0.ptr() == other.0.ptr() || self.as_bytes() == other.as_bytes()
     }
 }
 

@@ -456,6 +456,10 @@ impl CorrelationId {
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 impl Serialize for CorrelationId {
@@ -489,7 +493,7 @@ impl ApiKey {
         LAST.with(|last| {
             let mut last = last.borrow_mut();
             match &*last {
-                Some(k) if k.as_str() == s => k.clone(),
+                Some(k) if k.as_bytes() == s.as_bytes() => k.clone(),
                 _ => {
                     let k = Self::new(s);
                     *last = Some(k.clone());
@@ -501,6 +505,10 @@ impl ApiKey {
 
     pub fn as_str(&self) -> &str {
         self.0.as_str()
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
     }
 }
 

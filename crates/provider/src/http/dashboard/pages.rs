@@ -298,7 +298,7 @@ pub fn payment(v: &PaymentView) -> Markup {
                 }
                 dt { "payment method" } dd.mono { (pi.payment_method.map_or("—".to_string(), |p| p.to_string())) }
                 dt { "created" } dd { (clock(pi.created as u64 * 1000)) " UTC" }
-                @if let Some(e) = &pi.last_payment_error { dt { "last error" } dd { (e.code) ": " (e.message) } }
+                @if let Some(e) = pi.last_payment_error() { dt { "last error" } dd { (e.code) ": " (e.message) } }
                 dt { "metadata" } dd { @for (k, val) in pi.metadata.iter() { code { (k) } " = " code { (val) } br; } }
             }
         } @else {

@@ -93,7 +93,7 @@ impl CaptureMethod {
 
 /// The error left on a payment intent by its last failed attempt: a decline (with the
 /// failed charge), or a failed 3-D Secure authentication (no charge was made).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastPaymentError {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub charge: Option<ChargeId>,
@@ -146,6 +146,12 @@ pub struct IntentText {
     pub checkout_session: Option<CheckoutSessionId>,
     /// `canceled_at`: Unix seconds, once canceled.
     pub canceled_at: Option<i64>,
+    /// Why the last confirmation failed (a decline, a failed authentication).
+    pub last_payment_error: Option<Box<LastPaymentError>>,
+    /// What the customer must do (`requires_action`: authenticate with 3-D Secure).
+    pub next_action: Option<Box<NextAction>>,
+    /// `amount_capturable`: what a manual capture may take (0 but in `requires_capture`).
+    pub amount_capturable: u64,
 }
 
 impl IntentText {
@@ -159,7 +165,6 @@ impl IntentText {
 pub struct PaymentIntent {
     pub id: PaymentIntentId,
     pub amount: u64,
-    pub amount_capturable: u64,
     pub amount_received: u64,
     /// `automatic_payment_methods[enabled]`, when the client sent it.
     pub automatic_payment_methods: Option<bool>,
@@ -169,15 +174,14 @@ pub struct PaymentIntent {
     pub manual_confirmation: bool,
     pub created: i64,
     pub currency: Currency,
+    /// What most intents lack (texts, an error, an action, a capturable amount): boxed,
+    /// so that a plain intent does not carry their room.
     pub text: Option<Box<IntentText>>,
-    pub last_payment_error: Option<Box<LastPaymentError>>,
     pub latest_charge: Option<ChargeId>,
     pub metadata: Metadata,
     pub payment_method: Option<PaymentMethodId>,
     pub setup_future_usage: Option<Usage>,
     pub status: IntentStatus,
-    /// What the customer must do (`requires_action`: authenticate with 3-D Secure).
-    pub next_action: Option<Box<NextAction>>,
     /// The card chosen for this intent (not part of Stripe's JSON), in one byte: read it
     /// with [`PaymentIntent::card`].
     pub card: Option<CardRef>,
@@ -225,6 +229,33 @@ impl PaymentIntent {
         rare::change(&mut self.text, |t| t.canceled_at = Some(at));
     }
 
+    /// `amount_capturable`.
+    pub fn amount_capturable(&self) -> u64 {
+        self.text.as_deref().map_or(0, |t| t.amount_capturable)
+    }
+
+    pub fn set_amount_capturable(&mut self, amount: u64) {
+        rare::change(&mut self.text, |t| t.amount_capturable = amount);
+    }
+
+    /// `last_payment_error`.
+    pub fn last_payment_error(&self) -> Option<&LastPaymentError> {
+        self.text.as_deref().and_then(|t| t.last_payment_error.as_deref())
+    }
+
+    pub fn set_last_payment_error(&mut self, error: Option<LastPaymentError>) {
+        rare::change(&mut self.text, |t| t.last_payment_error = error.map(Box::new));
+    }
+
+    /// `next_action`.
+    pub fn next_action(&self) -> Option<&NextAction> {
+        self.text.as_deref().and_then(|t| t.next_action.as_deref())
+    }
+
+    pub fn set_next_action(&mut self, action: Option<NextAction>) {
+        rare::change(&mut self.text, |t| t.next_action = action.map(Box::new));
+    }
+
     /// The Checkout Session the intent was made for.
     pub fn checkout_session(&self) -> Option<CheckoutSessionId> {
         self.text.as_deref().and_then(|t| t.checkout_session)
@@ -240,18 +271,21 @@ impl PaymentIntent {
     /// `charge_locked`); the create path checks, in debug builds, that this gives back
     /// the intent it created.
     pub fn as_created(&self) -> PaymentIntent {
-        PaymentIntent {
-            amount_capturable: 0,
+        let mut created = PaymentIntent {
             amount_received: 0,
-            last_payment_error: None,
             latest_charge: None,
-            next_action: None,
             status: match self.card {
                 Some(_) => IntentStatus::RequiresConfirmation,
                 None => IntentStatus::RequiresPaymentMethod,
             },
             ..self.clone()
+        };
+        if created.text.is_some() {
+            created.set_amount_capturable(0);
+            created.set_last_payment_error(None);
+            created.set_next_action(None);
         }
+        created
     }
 
     /// The random part of `client_secret` (`{id}_secret_{…}`), derived from the id.
@@ -273,7 +307,7 @@ impl PaymentIntent {
         raw(out, ",\"object\":\"payment_intent\",\"amount\":");
         int(out, self.amount);
         raw(out, ",\"amount_capturable\":");
-        int(out, self.amount_capturable);
+        int(out, self.amount_capturable());
         raw(out, ",\"amount_received\":");
         int(out, self.amount_received);
         raw(
@@ -306,16 +340,16 @@ impl PaymentIntent {
         raw(out, ",\"description\":");
         opt_text(out, text_of(|t| &t.description));
         raw(out, ",\"invoice\":null,\"last_payment_error\":");
-        let _ = serde_json::to_writer(&mut *out, &self.last_payment_error);
+        let _ = serde_json::to_writer(&mut *out, &self.last_payment_error());
         raw(out, ",\"latest_charge\":");
         opt_plain(out, self.latest_charge.map(|c| c.as_str()).as_deref());
         raw(out, ",\"livemode\":false,\"metadata\":");
         metadata(out, &self.metadata);
         raw(out, ",\"next_action\":");
-        match &self.next_action {
+        match self.next_action() {
             None => raw(out, "null"),
             Some(action) => {
-                let _ = serde_json::to_writer(&mut *out, &**action);
+                let _ = serde_json::to_writer(&mut *out, action);
             }
         }
         raw(out, ",\"on_behalf_of\":null,\"payment_method\":");
@@ -380,7 +414,7 @@ impl Serialize for PaymentIntent {
         o.serialize_field("id", &self.id)?;
         o.serialize_field("object", "payment_intent")?;
         o.serialize_field("amount", &self.amount)?;
-        o.serialize_field("amount_capturable", &self.amount_capturable)?;
+        o.serialize_field("amount_capturable", &self.amount_capturable())?;
         o.serialize_field("amount_received", &self.amount_received)?;
         o.serialize_field("application", &Null)?;
         o.serialize_field("application_fee_amount", &Null)?;
@@ -401,11 +435,11 @@ impl Serialize for PaymentIntent {
         o.serialize_field("customer", &text(|t| &t.customer))?;
         o.serialize_field("description", &text(|t| &t.description))?;
         o.serialize_field("invoice", &Null)?;
-        o.serialize_field("last_payment_error", &self.last_payment_error)?;
+        o.serialize_field("last_payment_error", &self.last_payment_error())?;
         o.serialize_field("latest_charge", &self.latest_charge)?;
         o.serialize_field("livemode", &false)?;
         o.serialize_field("metadata", &self.metadata)?;
-        o.serialize_field("next_action", &self.next_action)?;
+        o.serialize_field("next_action", &self.next_action())?;
         o.serialize_field("on_behalf_of", &Null)?;
         o.serialize_field("payment_method", &self.payment_method)?;
         o.serialize_field(
@@ -445,12 +479,13 @@ impl Keyed for Arc<PaymentIntent> {
 mod size {
     use super::*;
 
-    /// With its `Arc`'s counts an intent fits a 160-byte block (mimalloc's next is 192):
-    /// what only some intents have is boxed in [`IntentText`], its card is one byte.
+    /// With its `Arc`'s counts an intent fits a 128-byte block (mimalloc's next is 160):
+    /// what only some intents have (texts, an error, an action, a capturable amount) is
+    /// boxed in [`IntentText`], its card is one byte.
     #[test]
-    fn an_intent_fits_a_160_byte_block_and_keeps_its_rare_fields() {
+    fn an_intent_fits_a_128_byte_block_and_keeps_its_rare_fields() {
         let n = std::mem::size_of::<PaymentIntent>();
-        assert!(n <= 144, "PaymentIntent is {n} bytes");
+        assert!(n <= 112, "PaymentIntent is {n} bytes");
         let mut text = IntentText {
             description: Some("d".into()),
             ..IntentText::default()
@@ -458,5 +493,37 @@ mod size {
         assert!(IntentText::default().boxed().is_none());
         text.canceled_at = Some(5);
         assert_eq!(text.boxed().and_then(|t| t.canceled_at), Some(5));
+        let mut pi = PaymentIntent {
+            manual_confirmation: false,
+            id: PaymentIntentId::generate(),
+            amount: 700,
+            amount_received: 0,
+            automatic_payment_methods: None,
+            cancellation_reason: None,
+            capture_method: CaptureMethod::Manual,
+            created: 1_700_000_000,
+            currency: Currency::parse("usd").unwrap(),
+            text: None,
+            latest_charge: None,
+            metadata: Metadata::new(),
+            payment_method: None,
+            setup_future_usage: None,
+            status: IntentStatus::RequiresCapture,
+            card: None,
+            correlation_id: None,
+        };
+        assert!(pi.text.is_none());
+        pi.set_amount_capturable(700);
+        pi.set_next_action(Some(NextAction::new(None, "pi_1", None)));
+        assert_eq!((pi.amount_capturable(), pi.next_action().is_some()), (700, true));
+        let created = pi.as_created();
+        assert_eq!(
+            (created.amount_capturable(), created.next_action().is_none()),
+            (0, true)
+        );
+        assert!(created.text.is_none(), "emptied: the box is gone");
+        pi.set_amount_capturable(0);
+        pi.set_next_action(None);
+        assert!(pi.text.is_none());
     }
 }

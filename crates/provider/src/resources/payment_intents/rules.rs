@@ -167,7 +167,7 @@ impl Payments {
             statement_descriptor_suffix: text(p, "statement_descriptor_suffix")?,
             transfer_group: text(p, "transfer_group")?,
             checkout_session: attempt.checkout_session,
-            canceled_at: None,
+            ..IntentText::default()
         };
         let manual_confirmation = match p.opt_str("confirmation_method")? {
             None | Some("automatic") => false,
@@ -183,7 +183,6 @@ impl Payments {
             manual_confirmation,
             id: PaymentIntentId::generate(),
             amount,
-            amount_capturable: 0,
             amount_received: 0,
             automatic_payment_methods,
             cancellation_reason: None,
@@ -191,7 +190,6 @@ impl Payments {
             created: now_unix(),
             currency,
             text: text.boxed(),
-            last_payment_error: None,
             latest_charge: None,
             metadata,
             payment_method: method.map(|m| m.id()),
@@ -201,7 +199,6 @@ impl Payments {
             } else {
                 IntentStatus::RequiresPaymentMethod
             },
-            next_action: None,
             card: card.and_then(CardRef::of),
             correlation_id: self.correlation_id(p, attempt),
         };
@@ -338,7 +335,7 @@ impl Payments {
             }
             // A new amount, currency or payment method voids a pending authentication.
             if method.is_some() || (pi.status == RequiresAction && (amount.is_some() || currency.is_some())) {
-                pi.next_action = None;
+                pi.set_next_action(None);
                 pi.status = if pi.card().is_some() {
                     RequiresConfirmation
                 } else {
@@ -455,12 +452,9 @@ impl Payments {
             Gate::Refuse => self.charge_locked(pi, card, Some(AUTHENTICATION_REQUIRED), entry, attempt),
             Gate::Challenge => {
                 pi.status = IntentStatus::RequiresAction;
-                pi.last_payment_error = None;
-                pi.next_action = Some(Box::new(NextAction::new(
-                    attempt.origin.as_deref(),
-                    &pi.id.as_str(),
-                    how.return_url,
-                )));
+                pi.set_last_payment_error(None);
+                let action = NextAction::new(attempt.origin.as_deref(), &pi.id.as_str(), how.return_url);
+                pi.set_next_action(Some(action));
                 Ok(())
             }
         }
@@ -477,7 +471,7 @@ impl Payments {
         entry: &mut LedgerEntry<'_>,
         attempt: &Attempt,
     ) -> Result<(), ApiError> {
-        pi.next_action = None;
+        pi.set_next_action(None);
         let automatic = pi.capture_method != CaptureMethod::Manual;
         if automatic && self.policy == DuplicatePolicy::Reject && entry.captured_charges() > 0 {
             self.ledger.note_blocked_duplicate();
@@ -502,7 +496,7 @@ impl Payments {
         pi.latest_charge = Some(charge.id);
         if let Some(d) = decline {
             pi.status = IntentStatus::RequiresPaymentMethod;
-            pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(&d, charge.id)));
+            pi.set_last_payment_error(Some(LastPaymentError::from_decline(&d, charge.id)));
             let err = card_error(&d).with_extra("charge", json!(charge.id));
             let charge = Arc::new(charge);
             self.charges.insert(charge.clone());
@@ -510,7 +504,7 @@ impl Payments {
                 .emit(EventType::ChargeFailed, Reply::Charge(charge), None, attempt);
             return Err(err);
         }
-        pi.last_payment_error = None;
+        pi.set_last_payment_error(None);
         if automatic {
             pi.status = IntentStatus::Succeeded;
             pi.amount_received = pi.amount;
@@ -520,7 +514,7 @@ impl Payments {
             );
         } else {
             pi.status = IntentStatus::RequiresCapture;
-            pi.amount_capturable = pi.amount;
+            pi.set_amount_capturable(pi.amount);
         }
         let charge = Arc::new(charge);
         self.charges.insert(charge.clone());
@@ -560,9 +554,9 @@ impl Payments {
             let result = match outcome {
                 Outcome::Succeed => self.charge_locked(&mut pi, card, None, entry, attempt),
                 Outcome::Fail => {
-                    pi.next_action = None;
+                    pi.set_next_action(None);
                     pi.status = IntentStatus::RequiresPaymentMethod;
-                    pi.last_payment_error = Some(Box::new(LastPaymentError::authentication_failure()));
+                    pi.set_last_payment_error(Some(LastPaymentError::authentication_failure()));
                     Ok(())
                 }
             };
@@ -587,13 +581,13 @@ impl Payments {
                     slot.status.as_str()
                 )));
             }
-            let amount = requested.unwrap_or(slot.amount_capturable);
-            if amount == 0 || amount > slot.amount_capturable {
+            let amount = requested.unwrap_or(slot.amount_capturable());
+            if amount == 0 || amount > slot.amount_capturable() {
                 return Err(ApiError::invalid_param(
                     "amount_to_capture",
                     format!(
                         "The amount to capture must be between 1 and the capturable amount ({}).",
-                        slot.amount_capturable
+                        slot.amount_capturable()
                     ),
                 ));
             }
@@ -609,7 +603,7 @@ impl Payments {
             let charge = self.capture_charge_locked(&charge_id, amount, slot.checkout_session(), entry, attempt)?;
             let mut pi = (**slot).clone();
             pi.status = IntentStatus::Succeeded;
-            pi.amount_capturable = 0;
+            pi.set_amount_capturable(0);
             pi.amount_received = charge.amount_captured;
             *slot = Arc::new(pi);
             self.emit_intent_outcome(slot, false, attempt);
@@ -659,8 +653,8 @@ impl Payments {
                     }
                 }
                 pi.status = Canceled;
-                pi.amount_capturable = 0;
-                pi.next_action = None;
+                pi.set_amount_capturable(0);
+                pi.set_next_action(None);
                 pi.set_canceled_at(now_unix());
                 pi.cancellation_reason = reason;
                 *slot = Arc::new(pi);

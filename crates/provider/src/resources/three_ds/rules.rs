@@ -37,11 +37,7 @@ impl Payments {
                 card: pi.card().map(|c| (c.brand, c.last4())),
                 description: pi.description().map(str::to_string),
                 metadata: pi.metadata.iter().map(|(k, v)| (k.into(), v.into())).collect(),
-                return_url: pi
-                    .next_action
-                    .as_ref()
-                    .and_then(|a| a.return_url.as_deref())
-                    .map(Into::into),
+                return_url: pi.next_action().and_then(|a| a.return_url.as_deref()).map(Into::into),
                 action: format!("/__fauxpay/payment_intents/{raw}/authenticate"),
                 in_frame: false,
             });
@@ -74,7 +70,7 @@ impl Payments {
     /// waiting for authentication and was confirmed with one.
     pub fn pending_return_url(&self, raw: &str) -> Option<String> {
         if let Some(pi) = PaymentIntentId::parse(raw).and_then(|id| self.intents.get(&id)) {
-            return pi.next_action.as_ref()?.return_url.as_deref().map(Into::into);
+            return pi.next_action()?.return_url.as_deref().map(Into::into);
         }
         let si = SetupIntentId::parse(raw).and_then(|id| self.setup_intents.get(&id))?;
         si.next_action.as_ref()?.return_url.as_deref().map(Into::into)

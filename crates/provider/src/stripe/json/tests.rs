@@ -84,7 +84,6 @@ fn written_json_is_exactly_the_serialised_json() {
         manual_confirmation: false,
         id: PaymentIntentId::generate(),
         amount: 5000,
-        amount_capturable: 5000,
         amount_received: 0,
         automatic_payment_methods: None,
         cancellation_reason: None,
@@ -92,13 +91,11 @@ fn written_json_is_exactly_the_serialised_json() {
         created: now_unix(),
         currency: Currency::parse("usd").unwrap(),
         text: None,
-        last_payment_error: None,
         latest_charge: None,
         metadata: Metadata::new(),
         payment_method: None,
         setup_future_usage: None,
         status: IntentStatus::RequiresCapture,
-        next_action: None,
         card: CardRef::of(visa),
         correlation_id: None,
     };
@@ -107,6 +104,8 @@ fn written_json_is_exactly_the_serialised_json() {
         pi.write_json(&mut out);
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(pi).unwrap());
     };
+    check(&pi);
+    pi.set_amount_capturable(5000); // in the box of what most intents lack
     check(&pi);
     pi.automatic_payment_methods = Some(false);
     pi.cancellation_reason = Some(CancellationReason::Abandoned);
@@ -122,10 +121,13 @@ fn written_json_is_exactly_the_serialised_json() {
         transfer_group: Some("g".into()),
         checkout_session: None,
         canceled_at: None,
+        last_payment_error: None,
+        next_action: None,
+        amount_capturable: 5000,
     }
     .boxed();
     pi.set_canceled_at(1_700_000_000); // beside the texts, in their box
-    pi.last_payment_error = Some(Box::new(LastPaymentError::from_decline(
+    pi.set_last_payment_error(Some(LastPaymentError::from_decline(
         declined.decline.as_ref().unwrap(),
         ChargeId::generate(),
     )));
@@ -133,11 +135,11 @@ fn written_json_is_exactly_the_serialised_json() {
     check(&pi);
     pi.automatic_payment_methods = Some(true);
     check(&pi);
-    pi.last_payment_error = Some(Box::new(LastPaymentError::authentication_failure()));
+    pi.set_last_payment_error(Some(LastPaymentError::authentication_failure()));
     pi.status = IntentStatus::RequiresAction;
     pi.setup_future_usage = Some(crate::resources::setup_intents::object::Usage::OffSession);
     for return_url in [None, Some("https://shop.example/back?\"x\"")] {
-        pi.next_action = Some(Box::new(crate::resources::three_ds::action::NextAction::new(
+        pi.set_next_action(Some(crate::resources::three_ds::action::NextAction::new(
             Some("http://127.0.0.1:1"),
             &pi.id.as_str(),
             return_url,
