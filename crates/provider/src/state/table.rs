@@ -1,9 +1,9 @@
 //! A sharded table of Stripe objects with Stripe's list pagination.
 //!
-//! Each shard keeps its objects in creation order (`rows`: a sequence number and the
-//! object) and an index from id to row that stores only the row's position (4 bytes;
-//! the id is read from the object itself, [`Keyed`]), so a million stored objects cost
-//! little beyond the objects. Objects made together can share one allocation ([`Row`]:
+//! Each shard keeps its objects in creation order (`rows`: a number holding the sequence
+//! number, and the object) and an index from id to row that stores only the row's
+//! position and the object's place in it (4 bytes; the id is read from the object
+//! itself, [`Keyed`]), so a million stored objects cost little beyond the objects. Objects made together can share one allocation ([`Row`]:
 //! one request's events). Their keys can name one shard ([`Row::shard_of`]): then they
 //! are one row, each with a sequence number of its own and found through its own slot
 //! in the index. Otherwise each is a row of its own, in its own key's shard, the row
@@ -94,7 +94,7 @@ fn places<V: Row>((number, value): &(u64, V)) -> (Range<usize>, u64) {
             let place = (number & (MAX_ROW as u64 - 1)) as usize;
             (place..place + 1, seq)
         }
-        _ => (0..value.count(), seq),
+        _ => (0..value.count().min(MAX_ROW), seq),
     }
 }
 
@@ -262,10 +262,13 @@ impl<V: Row> Table<V> {
         }
     }
 
-    /// Stores every object of `value` (made together: one allocation), in order: one row
-    /// when their keys name one shard, else a row each in its key's shard (an object
-    /// whose key is there replaces it).
+    /// Stores every object of `value` (made together: one allocation; at most
+    /// [`MAX_ROW`] are kept), in order: one row when their keys name one shard, else a
+    /// row each in its key's shard. Keys are new (ids drawn at random): one already there
+    /// is replaced when it is a row of its own, and kept when it is part of a row of
+    /// several; as part of a row of several, the new object is then listed beside it.
     pub fn insert_all(&self, value: V) {
+        debug_assert!(value.count() <= MAX_ROW, "{} objects in one value", value.count());
         let count = value.count().min(MAX_ROW);
         let shard = V::shard_of(&value.key_at(0));
         if count == 1 || shard.is_none() || (1..count).any(|i| V::shard_of(&value.key_at(i)) != shard) {
@@ -290,7 +293,10 @@ impl<V: Row> Table<V> {
             match index.entry(hash, |&at| key_of(rows, at) == key, rehash(&self.hasher, rows)) {
                 // Keys are new (ids drawn at random): one already there is found here
                 // from now on.
-                Entry::Occupied(mut at) => *at.get_mut() = slot(position, place),
+                Entry::Occupied(mut at) => {
+                    debug_assert!(false, "a key stored twice");
+                    *at.get_mut() = slot(position, place);
+                }
                 Entry::Vacant(free) => {
                     free.insert(slot(position, place));
                 }

@@ -64,7 +64,9 @@ impl Ord for ThinStr {
 }
 
 impl Hash for ThinStr {
-    /// As `str` hashes: its bytes, then `0xff`.
+    /// As `str` hashes: its bytes, then `0xff` (what `Hasher::write_str` does by default,
+    /// and foldhash without its `nightly` feature), so that a `ThinStr` and its text find
+    /// the same shard.
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write(self.as_bytes());
         state.write_u8(0xff);

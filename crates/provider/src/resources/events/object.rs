@@ -163,7 +163,7 @@ struct Head {
     idempotency_key: Option<IdempotencyKey>,
 }
 
-/// An event made and not stored yet ([`Batch::runs`] stores it with the events its
+/// An event made and not stored yet ([`Batch::take_run`] stores it with the events its
 /// request made beside it).
 #[derive(Debug)]
 pub struct Draft {
@@ -172,8 +172,8 @@ pub struct Draft {
 }
 
 /// The events one request stored together (1 to [`MAX_ROW`]), in one allocation behind a
-/// one-word pointer; each is a row of the events table of its own, found by its own id
-/// ([`Row`]).
+/// one-word pointer, each found by its own id ([`Row`]): one row of the events table
+/// when their ids were drawn in one group (a scope's are), else a row each.
 #[derive(Clone)]
 pub struct Batch(ThinArc<Head, Entry>);
 
@@ -257,7 +257,7 @@ impl Batch {
         self.0.slice.len()
     }
 
-    /// Event `at` (below [`Batch::len`]).
+    /// Event `at` (below [`Batch::event_count`]).
     pub fn event(&self, at: usize) -> Event {
         debug_assert!(at < self.event_count());
         Event {

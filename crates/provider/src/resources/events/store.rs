@@ -36,7 +36,8 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Every event, and who hears of new ones.
 pub struct Events {
-    /// One row a batch: the events one request stored together.
+    /// Batches of the events one request stored together: a row each when their ids
+    /// share a group (a scope's do), else a row an event.
     pub table: Table<Batch>,
     /// Events older than this many seconds are gone.
     ttl_secs: AtomicI64,

@@ -131,8 +131,10 @@ impl LastPaymentError {
     }
 }
 
-/// The free-text fields of a payment intent and when it was canceled, kept out of line:
-/// most intents have none (and the intent, with its `Arc`'s counts, fits a 160-byte block).
+/// What most payment intents lack, kept out of line: the free texts, the Checkout
+/// Session, when it was canceled, the last payment error, the next action and the
+/// capturable amount (so that the intent, with its `Arc`'s counts, fits a 128-byte
+/// block).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntentText {
     pub customer: Option<Box<str>>,
@@ -281,9 +283,11 @@ impl PaymentIntent {
             ..self.clone()
         };
         if created.text.is_some() {
-            created.set_amount_capturable(0);
-            created.set_last_payment_error(None);
-            created.set_next_action(None);
+            rare::change(&mut created.text, |t| {
+                t.amount_capturable = 0;
+                t.last_payment_error = None;
+                t.next_action = None;
+            });
         }
         created
     }
