@@ -480,6 +480,32 @@ impl Keyed for Arc<PaymentIntent> {
 }
 
 #[cfg(test)]
+impl PaymentIntent {
+    /// A plain intent for tests: 50.00 USD, captured by hand, waiting for its capture.
+    pub fn example() -> Self {
+        PaymentIntent {
+            manual_confirmation: false,
+            id: PaymentIntentId::generate(),
+            amount: 5000,
+            amount_received: 0,
+            automatic_payment_methods: None,
+            cancellation_reason: None,
+            capture_method: CaptureMethod::Manual,
+            created: 1_700_000_000,
+            currency: Currency::parse("usd").unwrap(),
+            text: None,
+            latest_charge: None,
+            metadata: Metadata::new(),
+            payment_method: None,
+            setup_future_usage: None,
+            status: IntentStatus::RequiresCapture,
+            card: None,
+            correlation_id: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod size {
     use super::*;
 
@@ -497,29 +523,11 @@ mod size {
         assert!(IntentText::default().boxed().is_none());
         text.canceled_at = Some(5);
         assert_eq!(text.boxed().and_then(|t| t.canceled_at), Some(5));
-        let mut pi = PaymentIntent {
-            manual_confirmation: false,
-            id: PaymentIntentId::generate(),
-            amount: 700,
-            amount_received: 0,
-            automatic_payment_methods: None,
-            cancellation_reason: None,
-            capture_method: CaptureMethod::Manual,
-            created: 1_700_000_000,
-            currency: Currency::parse("usd").unwrap(),
-            text: None,
-            latest_charge: None,
-            metadata: Metadata::new(),
-            payment_method: None,
-            setup_future_usage: None,
-            status: IntentStatus::RequiresCapture,
-            card: None,
-            correlation_id: None,
-        };
+        let mut pi = PaymentIntent::example();
         assert!(pi.text.is_none());
-        pi.set_amount_capturable(700);
+        pi.set_amount_capturable(5000);
         pi.set_next_action(Some(NextAction::new(None, "pi_1", None)));
-        assert_eq!((pi.amount_capturable(), pi.next_action().is_some()), (700, true));
+        assert_eq!((pi.amount_capturable(), pi.next_action().is_some()), (5000, true));
         let created = pi.as_created();
         assert_eq!(
             (created.amount_capturable(), created.next_action().is_none()),

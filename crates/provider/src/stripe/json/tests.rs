@@ -81,23 +81,9 @@ fn written_json_is_exactly_the_serialised_json() {
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
     }
     let mut pi = PaymentIntent {
-        manual_confirmation: false,
-        id: PaymentIntentId::generate(),
-        amount: 5000,
-        amount_received: 0,
-        automatic_payment_methods: None,
-        cancellation_reason: None,
-        capture_method: CaptureMethod::Manual,
         created: now_unix(),
-        currency: Currency::parse("usd").unwrap(),
-        text: None,
-        latest_charge: None,
-        metadata: Metadata::new(),
-        payment_method: None,
-        setup_future_usage: None,
-        status: IntentStatus::RequiresCapture,
         card: CardRef::of(visa),
-        correlation_id: None,
+        ..PaymentIntent::example()
     };
     let check = |pi: &PaymentIntent| {
         let mut out = Vec::new();
