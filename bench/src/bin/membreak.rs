@@ -6,7 +6,11 @@
 //! answer) is counted where its last holder is cleared, so the order below puts the
 //! stores that share objects first.
 //!
-//!   membreak [PAYMENTS]     # default 200000; one JSON line per store, then the total
+//! The resident memory the loop added comes first: the allocator's blocks and pages made
+//! of those bytes (mimalloc's size classes round each object up), what the benchmark's
+//! memory row measures, without the HTTP path.
+//!
+//!   membreak [PAYMENTS]     # default 200000; the RSS growth, one JSON line per store, then the total
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -60,6 +64,15 @@ fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
 }
 
+/// This process's resident memory in bytes (`/proc/self/statm`, 4 KiB pages; 0 where
+/// there is none).
+fn resident() -> isize {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<isize>().ok()));
+    pages.unwrap_or(0) * 4096
+}
+
 fn main() {
     let payments: usize = std::env::args()
         .nth(1)
@@ -71,6 +84,7 @@ fn main() {
     runtime.block_on(async {
         let app = Provider::new(Config::default());
         let key = ApiKey::new("sk_test_membreak");
+        let rss0 = resident();
         let before = live();
         for i in 0..payments {
             let body =
@@ -79,6 +93,12 @@ fn main() {
             assert_eq!(status, 200, "payment {i}");
         }
         let total = live() - before;
+        // What the allocator's blocks and pages made of those bytes (the memory row's
+        // measure, without the HTTP path).
+        println!(
+            "{{\"store\":\"resident (RSS growth)\",\"bytes_per_payment\":{:.0}}}",
+            (resident() - rss0) as f64 / payments as f64
+        );
         let per = |bytes: isize| bytes as f64 / payments as f64;
         let mut last = live();
         let mut step = |store: &str, clear: &dyn Fn()| {
