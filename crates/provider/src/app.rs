@@ -57,10 +57,10 @@ impl Provider {
     }
 
     /// Makes room for about `payments` confirmed payments: their intents, charges, three
-    /// events each (one row: drawn in one group, see `Events::open`), ledger records, idempotency keys and attempt counters. Recovery sizes
-    /// the tables from the log's length, instead of growing them a rehash at a time. Best
-    /// effort: room is a speed-up, never a need, so an allocation refused here is left to
-    /// the inserts.
+    /// events each (one row: drawn in one group, see `Events::open`), ledger records,
+    /// idempotency keys and attempt counters. Recovery sizes the tables from the log's
+    /// length, instead of growing them a rehash at a time. Best effort: room is a
+    /// speed-up, never a need, so an allocation refused here is left to the inserts.
     pub fn reserve(&self, payments: usize) {
         self.payments.intents.reserve(payments);
         self.payments.charges.reserve(payments);

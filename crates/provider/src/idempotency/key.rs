@@ -54,7 +54,7 @@ impl IdempotencyKey {
 
 impl Serialize for IdempotencyKey {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0.as_str())
+        self.0.serialize(s)
     }
 }
 

@@ -3,11 +3,12 @@
 //! Each shard keeps its objects in creation order (`rows`: a number holding the sequence
 //! number, and the object) and an index from id to row that stores only the row's
 //! position and the object's place in it (4 bytes; the id is read from the object
-//! itself, [`Keyed`]), so a million stored objects cost little beyond the objects. Objects made together can share one allocation ([`Row`]:
-//! one request's events). Their keys can name one shard ([`Row::shard_of`]): then they
-//! are one row, each with a sequence number of its own and found through its own slot
-//! in the index. Otherwise each is a row of its own, in its own key's shard, the row
-//! holding the shared value and the object's place in it. Sequence numbers are drawn
+//! itself, [`Keyed`]), so a million stored objects cost little beyond the objects.
+//! Objects made together can share one allocation ([`Row`]: one request's events). Their
+//! keys can name one shard ([`Row::shard_of`]): then they are one row, each with a
+//! sequence number of its own and found through its own slot in the index. Otherwise
+//! each is a row of its own, in its own key's shard, the row holding the shared value and
+//! the object's place in it. Sequence numbers are drawn
 //! under the shard's lock, so each shard's rows are sorted by them: lists come back
 //! newest first and `starting_after` / `ending_before` cursors work across shards, every
 //! shard yielding its best `limit + 1` candidates to a merge, so a page costs
@@ -424,27 +425,32 @@ impl<V: Row> Table<V> {
         let mut removed = 0;
         for s in self.shards.iter() {
             let mut shard = s.lock();
-            let before = shard.items;
-            let mut changed = false;
-            let mut rows = Vec::with_capacity(shard.rows.len());
-            for row in std::mem::take(&mut shard.rows) {
-                let (all, first) = places(&row);
-                let kept: Vec<usize> = all.clone().filter(|&p| row.1.item_if(p, &keep).is_some()).collect();
-                if kept.len() == all.len() {
-                    rows.push(row);
-                    continue;
+            let (rows_before, items_before) = (shard.rows.len(), shard.items);
+            // The objects kept of rows of several that lose some, as rows of their own.
+            let mut split = Vec::new();
+            shard.rows.retain(|row| {
+                let (all, first) = places(row);
+                let kept = all.clone().filter(|&p| row.1.item_if(p, &keep).is_some());
+                let kept: u8 = kept.fold(0, |mask, p| mask | 1 << p);
+                if kept.count_ones() as usize == all.len() {
+                    return true;
                 }
-                changed = true;
-                for place in kept {
-                    let seq = first + (place - all.start) as u64;
-                    rows.push((number(seq, false, place), row.1.clone()));
-                }
+                let start = all.start;
+                split.extend(all.filter(|p| kept & 1 << p != 0).map(|p| {
+                    let seq = first + (p - start) as u64;
+                    (number(seq, false, p), row.1.clone())
+                }));
+                false
+            });
+            if shard.rows.len() == rows_before {
+                continue;
             }
-            shard.rows = rows;
-            if changed {
-                shard.reindex(&self.hasher);
-                removed += before - shard.items;
+            for row in split {
+                let at = shard.rows.partition_point(|r| places(r).1 < places(&row).1);
+                shard.rows.insert(at, row);
             }
+            shard.reindex(&self.hasher);
+            removed += items_before - shard.items;
         }
         removed
     }

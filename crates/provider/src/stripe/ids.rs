@@ -54,6 +54,7 @@ pub struct Token(NonZeroU64, u64);
 
 /// The bits of a token that name its group ([`Token::group`]): 64 groups.
 pub const GROUP_BITS: u32 = 6;
+const GROUP_MASK: u64 = (1 << GROUP_BITS) - 1;
 
 /// The offset of a half's leading character: a weighted sum of its other eleven digits.
 fn lead_offset(rest: &[u8]) -> u8 {
@@ -75,14 +76,13 @@ impl Token {
     /// A fresh random token in `group` (its low [`GROUP_BITS`] bits, see [`Token::group`]),
     /// drawn as [`Token::random`] draws: one draw, written down or read back.
     pub fn random_in(group: usize) -> Self {
-        let mask = (1 << GROUP_BITS) - 1;
-        Self::draw(|Token(first, second)| Token(first, (second & !mask) | (group as u64 & mask)))
+        Self::draw(|Token(first, second)| Token(first, (second & !GROUP_MASK) | (group as u64 & GROUP_MASK)))
     }
 
     /// The token's group: the low [`GROUP_BITS`] bits of its second number (random, unless
     /// it was drawn in a group; a request's events are, so that they can share a shard).
     pub fn group(&self) -> usize {
-        (self.1 & ((1 << GROUP_BITS) - 1)) as usize
+        (self.1 & GROUP_MASK) as usize
     }
 
     fn draw(shape: impl FnOnce(Token) -> Token) -> Self {
@@ -456,15 +456,11 @@ impl CorrelationId {
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
 }
 
 impl Serialize for CorrelationId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
+        self.0.serialize(s)
     }
 }
 

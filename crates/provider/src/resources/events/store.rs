@@ -193,9 +193,7 @@ impl Events {
     /// Inside a scope, the event's id is drawn in the scope's group.
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) {
         let wanted = self.wanted(kind);
-        let id = self
-            .held(|group, _| group)
-            .map_or_else(EventId::generate, EventId::generate_in);
+        let id = self.next_id();
         let event = Draft::new(
             id,
             kind,
@@ -214,11 +212,7 @@ impl Events {
     /// written from the confirmed intent as it was created), its id drawn where it always
     /// was: the data dir's log replays the ids a request drew, in order.
     pub fn open<'a>(&'a self, kind: EventType, attempt: &Attempt) -> Opened<'a> {
-        // In an enclosing scope of this store, in its group (its events are stored with
-        // this one's).
-        let id = self
-            .held(|group, _| group)
-            .map_or_else(EventId::generate, EventId::generate_in);
+        let id = self.next_id();
         let cause = cause(attempt);
         let wanted = self.wanted(kind);
         let group = id.token().group();
@@ -249,6 +243,13 @@ impl Events {
                 .collect(),
             false => Vec::new(),
         }
+    }
+
+    /// A new event's id: inside an [`Opened`] scope of this store, drawn in the scope's
+    /// group (the scope's events are stored together, one row).
+    fn next_id(&self) -> EventId {
+        self.held(|group, _| group)
+            .map_or_else(EventId::generate, EventId::generate_in)
     }
 
     /// This store's identity in [`HELD`].
