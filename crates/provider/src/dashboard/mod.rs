@@ -298,7 +298,7 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
         })
         .into_iter()
         .filter(|r| {
-            (r.payment_intent.is_some() && r.payment_intent == pi_id)
+            (r.payment_intent().is_some() && r.payment_intent() == pi_id)
                 || r.charge().is_some_and(|c| charge_ids.contains(&c))
                 || matches!(r.id(), crate::state::ledger::MovementId::Charge(c) if charge_ids.contains(&c))
                 || (correlation.is_some() && r.correlation_id == correlation)

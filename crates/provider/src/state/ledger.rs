@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use serde_json::{json, Value};
 
 use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::idempotency::key::IdempotencyKey;
+use crate::resources::charges::object::Charge;
 use crate::state::clock::now_ms;
 use crate::state::shard::{self, Hasher, Sharded};
 use crate::state::trace::{self, Touch};
@@ -57,15 +59,30 @@ pub enum MovementKind {
 /// What a caller knows about a movement; the ledger adds sequence, time and flags.
 #[derive(Debug, Clone)]
 pub struct Movement {
-    pub id: MovementId,
-    pub amount: u64,
-    pub currency: Currency,
-    pub payment_intent: Option<PaymentIntentId>,
-    /// For a refund: the charge it refunds.
-    pub charge: Option<ChargeId>,
+    pub moved: Moved,
     /// The Checkout Session the payment was made for.
     pub checkout_session: Option<CheckoutSessionId>,
     pub attempt: Attempt,
+}
+
+/// The money a movement moved.
+#[derive(Debug, Clone)]
+pub enum Moved {
+    /// A charge, as captured: the snapshot its table and its event hold, which the record
+    /// points at instead of copying its id, amount, currency and payment intent.
+    Charge(Arc<Charge>),
+    Refund(RefundMoved),
+}
+
+/// A refund's part of its movement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefundMoved {
+    pub id: RefundId,
+    pub amount: u64,
+    pub currency: Currency,
+    pub payment_intent: Option<PaymentIntentId>,
+    /// The charge it refunds.
+    pub charge: ChargeId,
 }
 
 /// One money movement, as served by `GET /__fauxpay/ledger` (with `schema_version` and
@@ -73,18 +90,12 @@ pub struct Movement {
 #[derive(Debug, Clone)]
 pub struct LedgerRecord {
     pub seq: u64,
-    /// The random part of the charge's or refund's id (`kind` says which: see [`LedgerRecord::id`]).
-    token: Token,
-    pub kind: MovementKind,
-    pub amount: u64,
-    pub currency: Currency,
-    pub payment_intent: Option<PaymentIntentId>,
+    /// The money moved, and what most movements do not have (a Checkout Session, a
+    /// fault): one word and a tag for a plain charge.
+    source: Source,
     pub idempotency_key: Option<IdempotencyKey>,
     pub correlation_id: Option<CorrelationId>,
     pub request_id: RequestId,
-    /// What most movements do not have (a refund's charge, a Checkout Session, a fault):
-    /// boxed, so that a plain charge's record does not carry their room.
-    rare: Option<Box<Rare>>,
     /// True on the second and later captured charges of one correlation id.
     pub duplicate: bool,
     /// Unix time in milliseconds.
@@ -96,48 +107,132 @@ pub struct LedgerRecord {
     group: Option<GroupLink>,
 }
 
+/// A record's money: a charge as captured (its id, captured amount, currency and payment
+/// intent are the movement's), or a refund's facts; with its [`Rare`] fields, boxed, when
+/// it has any.
+#[derive(Debug, Clone)]
+enum Source {
+    Charge(Arc<Charge>),
+    ChargeWith(Box<(Arc<Charge>, Rare)>),
+    Refund(Box<(RefundMoved, Rare)>),
+}
+
 /// A record's fields that most movements leave empty.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Rare {
-    charge: Option<ChargeId>,
     checkout_session: Option<CheckoutSessionId>,
     fault: Option<Arc<str>>,
 }
 
-impl Rare {
-    /// `None` when every field is empty.
-    fn boxed(self) -> Option<Box<Rare>> {
-        super::rare::boxed(self)
+impl Source {
+    fn new(moved: Moved, rare: Rare) -> Self {
+        match moved {
+            Moved::Charge(c) if rare == Rare::default() => Source::Charge(c),
+            Moved::Charge(c) => Source::ChargeWith(Box::new((c, rare))),
+            Moved::Refund(r) => Source::Refund(Box::new((r, rare))),
+        }
     }
 }
 
+/// A captured charge's place in its correlation id's group (8 bytes).
 #[derive(Debug, Clone, Copy)]
 struct GroupLink {
-    count: u32,
-    prev: Option<u32>,
+    /// How many charges the group holds, this one included.
+    count: NonZeroU32,
+    /// The index (in its shard) of the group's previous charge; [`GroupLink::FIRST`]
+    /// when this is the group's first.
+    prev: u32,
+}
+
+impl GroupLink {
+    const FIRST: u32 = u32::MAX;
+
+    fn new(count: u32, prev: Option<u32>) -> Option<Self> {
+        Some(Self {
+            count: NonZeroU32::new(count)?,
+            prev: prev.unwrap_or(Self::FIRST),
+        })
+    }
+
+    fn prev(self) -> Option<u32> {
+        (self.prev != Self::FIRST).then_some(self.prev)
+    }
 }
 
 impl LedgerRecord {
+    fn rare(&self) -> Option<&Rare> {
+        match &self.source {
+            Source::Charge(_) => None,
+            Source::ChargeWith(b) => Some(&b.1),
+            Source::Refund(b) => Some(&b.1),
+        }
+    }
+
+    /// Charge or refund.
+    pub fn kind(&self) -> MovementKind {
+        match self.source {
+            Source::Refund(_) => MovementKind::Refund,
+            _ => MovementKind::Charge,
+        }
+    }
+
+    /// The amount moved: a charge's captured amount, or a refund's.
+    pub fn amount(&self) -> u64 {
+        match &self.source {
+            Source::Charge(c) => c.amount_captured,
+            Source::ChargeWith(b) => b.0.amount_captured,
+            Source::Refund(b) => b.0.amount,
+        }
+    }
+
+    pub fn currency(&self) -> Currency {
+        match &self.source {
+            Source::Charge(c) => c.currency,
+            Source::ChargeWith(b) => b.0.currency,
+            Source::Refund(b) => b.0.currency,
+        }
+    }
+
+    pub fn payment_intent(&self) -> Option<PaymentIntentId> {
+        match &self.source {
+            Source::Charge(c) => c.payment_intent,
+            Source::ChargeWith(b) => b.0.payment_intent,
+            Source::Refund(b) => b.0.payment_intent,
+        }
+    }
+
     /// For a refund: the charge it refunds.
     pub fn charge(&self) -> Option<ChargeId> {
-        self.rare.as_ref().and_then(|r| r.charge)
+        match &self.source {
+            Source::Refund(b) => Some(b.0.charge),
+            _ => None,
+        }
     }
 
     /// The Checkout Session the payment was made for.
     pub fn checkout_session(&self) -> Option<CheckoutSessionId> {
-        self.rare.as_ref().and_then(|r| r.checkout_session)
+        self.rare().and_then(|r| r.checkout_session)
     }
 
     /// The fault that acted on the request that moved the money.
     pub fn fault(&self) -> Option<&Arc<str>> {
-        self.rare.as_ref().and_then(|r| r.fault.as_ref())
+        self.rare().and_then(|r| r.fault.as_ref())
     }
 
     /// The charge (`ch_…`) or refund (`re_…`).
     pub fn id(&self) -> MovementId {
-        match self.kind {
-            MovementKind::Charge => MovementId::Charge(ChargeId::from_token(self.token)),
-            MovementKind::Refund => MovementId::Refund(RefundId::from_token(self.token)),
+        match &self.source {
+            Source::Charge(c) => MovementId::Charge(c.id),
+            Source::ChargeWith(b) => MovementId::Charge(b.0.id),
+            Source::Refund(b) => MovementId::Refund(b.0.id),
+        }
+    }
+
+    /// The random part of its id: the record's own key in a write's touches.
+    fn token(&self) -> Token {
+        match self.id() {
+            MovementId::Charge(id) => id.token(),
+            MovementId::Refund(id) => id.token(),
         }
     }
 }
@@ -148,11 +243,11 @@ impl Serialize for LedgerRecord {
         o.serialize_field("schema_version", &LEDGER_SCHEMA_VERSION)?;
         o.serialize_field("seq", &self.seq)?;
         o.serialize_field("id", &self.id())?;
-        o.serialize_field("kind", &self.kind)?;
-        o.serialize_field("amount", &self.amount)?;
-        o.serialize_field("currency", &self.currency)?;
+        o.serialize_field("kind", &self.kind())?;
+        o.serialize_field("amount", &self.amount())?;
+        o.serialize_field("currency", &self.currency())?;
         o.serialize_field("status", "succeeded")?;
-        o.serialize_field("payment_intent", &self.payment_intent)?;
+        o.serialize_field("payment_intent", &self.payment_intent())?;
         o.serialize_field("charge", &self.charge())?;
         o.serialize_field("idempotency_key", &self.idempotency_key)?;
         o.serialize_field("correlation_id", &self.correlation_id)?;
@@ -247,14 +342,16 @@ impl Shard {
         while let Some(i) = next {
             let r = &*self.records[i as usize];
             out.push(r);
-            next = r.group.and_then(|g| g.prev);
+            next = r.group.and_then(GroupLink::prev);
         }
         out.reverse();
         out
     }
 
     fn group_count(&self, latest: u32) -> usize {
-        self.records[latest as usize].group.map_or(0, |g| g.count as usize)
+        self.records[latest as usize]
+            .group
+            .map_or(0, |g| g.count.get() as usize)
     }
 }
 
@@ -447,15 +544,15 @@ impl Ledger {
             {
                 let recs = shard.group(latest);
                 let id = recs[0].correlation_id.as_ref();
-                let first = recs[0].amount;
-                let total: u64 = recs.iter().map(|r| r.amount).sum();
+                let first = recs[0].amount();
+                let total: u64 = recs.iter().map(|r| r.amount()).sum();
                 extra_charges += recs.len() - 1;
                 groups.push(json!({
                     "correlation_id": id,
                     "charge_count": recs.len(),
                     "captured_amount": total,
                     "extra_amount": total - first,
-                    "currency": recs[0].currency.code(),
+                    "currency": recs[0].currency().code(),
                     "charges": recs,
                 }));
             }
@@ -495,7 +592,7 @@ impl Ledger {
                     let mut next = Some(latest);
                     while let Some(i) = next {
                         keep[i as usize] = true;
-                        next = shard.records[i as usize].group.and_then(|g| g.prev);
+                        next = shard.records[i as usize].group.and_then(GroupLink::prev);
                     }
                 }
             }
@@ -515,14 +612,11 @@ impl Ledger {
             }
             // Groups are kept whole, so every link points at a kept record.
             for r in kept.iter_mut() {
-                if let Some(GroupLink { count, prev: Some(p) }) = r.group {
-                    let moved = remap[p as usize];
-                    if moved != p {
+                if let Some(link @ GroupLink { prev, .. }) = r.group {
+                    let moved = remap.get(prev as usize).copied().unwrap_or(prev);
+                    if moved != prev {
                         *r = Arc::new(LedgerRecord {
-                            group: Some(GroupLink {
-                                count,
-                                prev: Some(moved),
-                            }),
+                            group: Some(GroupLink { prev: moved, ..link }),
                             ..(**r).clone()
                         });
                     }
@@ -553,7 +647,7 @@ impl Ledger {
         for s in self.shards.iter() {
             let shard = s.lock();
             for r in &shard.records {
-                live.extend([Touch::key(self.tag, self.hasher.hash_one(r.token))]);
+                live.extend([Touch::key(self.tag, self.hasher.hash_one(r.token()))]);
                 if let Some(c) = &r.correlation_id {
                     live.extend([Touch::key(self.tag, self.hasher.hash_one(c))]);
                 }
@@ -648,15 +742,16 @@ impl LedgerEntry<'_> {
 
     /// Appends a movement; a charge is flagged `duplicate` if its correlation id
     /// already had a captured charge.
-    pub fn append(&mut self, kind: MovementKind, m: Movement) -> Arc<LedgerRecord> {
+    pub fn append(&mut self, m: Movement) -> Arc<LedgerRecord> {
         let seq = self.ledger.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let index = self.shard.records.len();
         let mut duplicate = false;
         let mut link = None;
-        if let (MovementKind::Charge, Some((hash, latest))) = (kind, self.group) {
+        let charge = matches!(m.moved, Moved::Charge(_));
+        if let (true, Some((hash, latest))) = (charge, self.group) {
             let index = index as u32;
             let count = latest.map_or(0, |l| self.shard.group_count(l)) as u32 + 1;
-            link = Some(GroupLink { count, prev: latest });
+            link = GroupLink::new(count, latest);
             let shard = &mut *self.shard;
             match latest {
                 Some(l) => {
@@ -677,34 +772,26 @@ impl LedgerEntry<'_> {
                 }
             }
         }
-        let token = match m.id {
-            MovementId::Charge(id) => id.token(),
-            MovementId::Refund(id) => id.token(),
+        let rare = Rare {
+            checkout_session: m.checkout_session,
+            fault: m.attempt.fault,
         };
-        // The record's own key: a movement with no correlation id stays live by it.
-        trace::write(self.ledger.tag, self.ledger.hasher.hash_one(token));
         let record = Arc::new(LedgerRecord {
             seq,
-            token,
-            kind,
-            amount: m.amount,
-            currency: m.currency,
-            payment_intent: m.payment_intent,
+            source: Source::new(m.moved, rare),
             idempotency_key: m.attempt.idempotency_key,
             correlation_id: self.correlation_id.clone(),
             request_id: m.attempt.request_id,
-            rare: Rare {
-                charge: m.charge,
-                checkout_session: m.checkout_session,
-                fault: m.attempt.fault,
-            }
-            .boxed(),
             duplicate,
             created_ms: now_ms(),
             key: m.attempt.key,
             group: link,
         });
-        self.shard.totals.add(kind, m.currency.code(), m.amount);
+        // The record's own key: a movement with no correlation id stays live by it.
+        trace::write(self.ledger.tag, self.ledger.hasher.hash_one(record.token()));
+        self.shard
+            .totals
+            .add(record.kind(), record.currency().code(), record.amount());
         self.shard.records.push(record.clone());
         record
     }
@@ -719,39 +806,86 @@ impl LedgerEntry<'_> {
 mod tests {
     use super::*;
 
-    /// A plain charge's record carries no room for what only refunds, Checkout Sessions
-    /// and faults have.
+    /// A plain charge's record is the charge it points at and the request's facts: with its
+    /// `Arc`'s two counts, one 96-byte block (the allocator's classes go 80, 96, 112).
     #[test]
-    fn a_record_is_compact_and_keeps_its_rare_fields() {
-        // With its `Arc`'s two counts, one 128-byte block (the allocator's classes go
-        // 112, 128, 160).
+    fn a_record_is_compact_and_reads_its_movement_from_its_source() {
         let n = std::mem::size_of::<LedgerRecord>();
-        assert!(n <= 112, "LedgerRecord is {n} bytes");
-        assert!(Rare::default().boxed().is_none());
+        assert!(n <= 80, "LedgerRecord is {n} bytes");
+        assert_eq!(std::mem::size_of::<Option<GroupLink>>(), 8);
+
+        let l = Ledger::default();
+        let captured = Arc::new(Charge::example(1500));
         let fault: Arc<str> = Arc::from("drop_response");
-        let rare = Rare {
-            fault: Some(fault.clone()),
-            ..Rare::default()
+        let mut attempt = Attempt::plain(RequestId::generate(), None);
+        attempt.fault = Some(fault.clone());
+        let record = l.entry(None, "x").append(Movement {
+            moved: Moved::Charge(captured.clone()),
+            checkout_session: None,
+            attempt,
+        });
+        assert!(matches!(&record.source, Source::ChargeWith(b) if Arc::ptr_eq(&b.0, &captured)));
+        assert_eq!(
+            (
+                record.kind(),
+                record.id(),
+                record.amount(),
+                record.currency(),
+                record.charge()
+            ),
+            (
+                MovementKind::Charge,
+                MovementId::Charge(captured.id),
+                1500,
+                captured.currency,
+                None
+            )
+        );
+        assert_eq!(record.fault(), Some(&fault));
+        let plain = charge(&l, None, 700);
+        assert!(matches!(plain.source, Source::Charge(_)), "no box for a plain charge");
+        assert_eq!((plain.fault(), plain.checkout_session()), (None, None));
+
+        let refund = RefundMoved {
+            id: RefundId::generate(),
+            amount: 400,
+            currency: captured.currency,
+            payment_intent: Some(PaymentIntentId::generate()),
+            charge: captured.id,
         };
-        assert_eq!(rare.boxed().and_then(|r| r.fault), Some(fault));
+        let r = l.entry(None, "x").append(Movement {
+            moved: Moved::Refund(refund.clone()),
+            checkout_session: None,
+            attempt: Attempt::plain(RequestId::generate(), None),
+        });
+        assert_eq!(
+            (r.kind(), r.id(), r.amount(), r.payment_intent(), r.charge()),
+            (
+                MovementKind::Refund,
+                MovementId::Refund(refund.id),
+                400,
+                refund.payment_intent,
+                Some(captured.id)
+            )
+        );
+        let json = serde_json::to_value(&*r).unwrap();
+        assert_eq!(
+            (&json["kind"], &json["amount"], &json["charge"], &json["currency"]),
+            (&json!("refund"), &json!(400), &json!(captured.id), &json!("usd"))
+        );
+        let counts = l.counts();
+        assert_eq!((counts.charges, counts.refunds), (2, 1));
     }
 
     fn charge(ledger: &Ledger, corr: Option<&str>, amount: u64) -> Arc<LedgerRecord> {
         let c = corr.map(CorrelationId::new);
-        let id = ChargeId::generate();
-        let mut e = ledger.entry(c.as_ref(), &id.as_str());
-        e.append(
-            MovementKind::Charge,
-            Movement {
-                id: MovementId::Charge(id),
-                amount,
-                currency: Currency::parse("usd").unwrap(),
-                payment_intent: None,
-                charge: None,
-                checkout_session: None,
-                attempt: Attempt::plain(RequestId::generate(), None),
-            },
-        )
+        let captured = Arc::new(Charge::example(amount));
+        let mut e = ledger.entry(c.as_ref(), &captured.id.as_str());
+        e.append(Movement {
+            moved: Moved::Charge(captured),
+            checkout_session: None,
+            attempt: Attempt::plain(RequestId::generate(), None),
+        })
     }
 
     #[test]

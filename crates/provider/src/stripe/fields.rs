@@ -2,10 +2,12 @@
 //! the pieces several operations share: the ledger movement of a charge and the
 //! errors of a decline or a blocked duplicate.
 
+use std::sync::Arc;
+
 use crate::error::{ApiError, ErrorType, Status};
 use crate::fault_injection::attempt::Attempt;
 use crate::resources::charges::object::Charge;
-use crate::state::ledger::{Movement, MovementId};
+use crate::state::ledger::{Moved, Movement};
 use crate::stripe::cards::{Decline, TestCard};
 use crate::stripe::ids::CheckoutSessionId;
 use crate::stripe::json::Metadata;
@@ -43,14 +45,10 @@ pub fn url_param<'a>(p: &'a Params, name: &str) -> Result<Option<&'a str>, ApiEr
 }
 
 /// The ledger movement of a captured charge (made for `checkout_session`, if any).
-pub fn movement_for(charge: &Charge, checkout_session: Option<CheckoutSessionId>, attempt: &Attempt) -> Movement {
+pub fn movement_for(charge: &Arc<Charge>, checkout_session: Option<CheckoutSessionId>, attempt: &Attempt) -> Movement {
     Movement {
+        moved: Moved::Charge(charge.clone()),
         checkout_session,
-        id: MovementId::Charge(charge.id),
-        amount: charge.amount_captured,
-        currency: charge.currency,
-        payment_intent: charge.payment_intent,
-        charge: None,
         attempt: attempt.clone(),
     }
 }

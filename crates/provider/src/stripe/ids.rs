@@ -456,6 +456,11 @@ impl CorrelationId {
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
+
+    /// Its text's allocation, which a payment's `metadata[order_id]` shares.
+    pub fn thin(&self) -> &ThinStr {
+        &self.0
+    }
 }
 
 impl Serialize for CorrelationId {

@@ -17,29 +17,46 @@
 //! new payment costs 69.0k instructions rather than 56.6k (+21.8%, callgrind through
 //! `bench/callgrind.sh new`).
 
-use std::sync::Arc;
-
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::stripe::ids::Token;
+use triomphe::ThinArc;
+
+use crate::state::thin::ThinStr;
+use crate::stripe::ids::{CorrelationId, Token};
 
 /// An object's metadata: string keys and values, sorted by key, in one shared
 /// allocation (a payment intent and its charge share it). Each entry is stored as
-/// `key length (u16 LE), value length (u16 LE), key, value`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Metadata(Option<Arc<[u8]>>);
+/// `key length (u16 LE), value length (u16 LE), key, value`; metadata that is only
+/// `order_id` (what most payments carry, and the default correlation key) is stored as
+/// its value's text alone, which the payment's correlation id then shares
+/// ([`Metadata::share`]).
+#[derive(Debug, Clone, Default)]
+pub struct Metadata(Repr);
+
+#[derive(Debug, Clone, Default)]
+enum Repr {
+    #[default]
+    Empty,
+    Entries(ThinArc<(), u8>),
+    OrderId(ThinStr),
+}
+
+/// The one key whose lone entry is stored as its value's text.
+const ORDER_ID: &str = "order_id";
 
 impl Metadata {
     pub fn new() -> Self {
-        Self(None)
+        Self(Repr::Empty)
     }
 
     /// From entries sorted by key, with unique keys (keys ≤ 40 and values ≤ 500
     /// characters, as validated).
     pub fn from_sorted<K: AsRef<str>, V: AsRef<str>>(entries: &[(K, V)]) -> Self {
-        if entries.is_empty() {
-            return Self(None);
+        match entries {
+            [] => return Self(Repr::Empty),
+            [(k, v)] if k.as_ref() == ORDER_ID => return Self(Repr::OrderId(ThinStr::new(v.as_ref()))),
+            _ => {}
         }
         let size: usize = entries
             .iter()
@@ -53,11 +70,31 @@ impl Metadata {
             buf.extend_from_slice(k);
             buf.extend_from_slice(v);
         }
-        Self(Some(buf.into()))
+        Self(Repr::Entries(ThinArc::from_header_and_slice((), &buf)))
+    }
+
+    /// Metadata that is only `order_id`, equal to `correlation`, keeps the correlation
+    /// id's allocation instead of its own copy of the text.
+    pub fn share(&mut self, correlation: Option<&CorrelationId>) {
+        if let (Repr::OrderId(value), Some(c)) = (&mut self.0, correlation) {
+            if *value == *c.thin() {
+                *value = c.thin().clone();
+            }
+        }
     }
 
     pub fn iter(&self) -> MetadataIter<'_> {
-        MetadataIter(self.0.as_deref().unwrap_or(&[]))
+        match &self.0 {
+            Repr::Empty => MetadataIter { lone: None, rest: &[] },
+            Repr::Entries(bytes) => MetadataIter {
+                lone: None,
+                rest: &bytes.slice,
+            },
+            Repr::OrderId(value) => MetadataIter {
+                lone: Some((ORDER_ID, value.as_str())),
+                rest: &[],
+            },
+        }
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -69,24 +106,40 @@ impl Metadata {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_none()
+        matches!(self.0, Repr::Empty)
     }
 }
 
-pub struct MetadataIter<'a>(&'a [u8]);
+impl PartialEq for Metadata {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Metadata {}
+
+/// A metadata's entries, in key order.
+pub struct MetadataIter<'a> {
+    /// The lone `order_id` entry, stored as its value alone.
+    lone: Option<(&'a str, &'a str)>,
+    rest: &'a [u8],
+}
 
 impl<'a> Iterator for MetadataIter<'a> {
     type Item = (&'a str, &'a str);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.0.len() < 4 {
+        if let Some(entry) = self.lone.take() {
+            return Some(entry);
+        }
+        if self.rest.len() < 4 {
             return None;
         }
-        let kl = u16::from_le_bytes([self.0[0], self.0[1]]) as usize;
-        let vl = u16::from_le_bytes([self.0[2], self.0[3]]) as usize;
-        let (k, rest) = self.0[4..].split_at(kl);
+        let kl = u16::from_le_bytes([self.rest[0], self.rest[1]]) as usize;
+        let vl = u16::from_le_bytes([self.rest[2], self.rest[3]]) as usize;
+        let (k, rest) = self.rest[4..].split_at(kl);
         let (v, rest) = rest.split_at(vl);
-        self.0 = rest;
+        self.rest = rest;
         // Both were `str`s when stored.
         Some((
             std::str::from_utf8(k).unwrap_or(""),

@@ -271,10 +271,10 @@ fn ledger_table(records: &[std::sync::Arc<LedgerRecord>]) -> Markup {
                     td { (r.seq) }
                     td {
                         span.mono { (match r.id() { crate::state::ledger::MovementId::Charge(c) => c.to_string(), crate::state::ledger::MovementId::Refund(re) => re.to_string() }) }
-                        " " (match r.kind { MovementKind::Charge => "charge", MovementKind::Refund => "refund" })
+                        " " (match r.kind() { MovementKind::Charge => "charge", MovementKind::Refund => "refund" })
                         @if r.duplicate { " " span.tag.bad { "duplicate" } }
                     }
-                    td { (money(r.amount, r.currency.code())) }
+                    td { (money(r.amount(), r.currency().code())) }
                     td.mono { (r.idempotency_key.as_ref().map_or("—", |k| k.as_str())) }
                     td.mono { (r.request_id.as_str()) }
                     td { @if let Some(f) = r.fault() { span.tag.warn { (f) } } }

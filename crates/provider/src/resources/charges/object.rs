@@ -105,6 +105,23 @@ impl Charge {
         })
     }
 
+    /// A captured charge of `amount` USD on the Visa test card, for tests.
+    #[cfg(test)]
+    pub fn example(amount: u64) -> Self {
+        Self::new(NewCharge {
+            amount,
+            currency: Currency::parse("usd").expect("usd"),
+            card: TestCard::resolve("pm_card_visa").expect("the Visa test card"),
+            decline: None,
+            capture: true,
+            payment_intent: None,
+            payment_method: None,
+            description: None,
+            metadata: &Metadata::new(),
+            correlation_id: None,
+        })
+    }
+
     /// The charge with its rare fields changed by `f`.
     fn with_rare(mut self, f: impl FnOnce(&mut Rare)) -> Self {
         self.change_rare(f);

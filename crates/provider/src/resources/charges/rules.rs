@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::fault_injection::attempt::Attempt;
 use crate::reply::Reply;
 use crate::resources::events::object::EventType;
-use crate::state::ledger::{LedgerEntry, MovementKind};
+use crate::state::ledger::LedgerEntry;
 use crate::state::payments::{DuplicatePolicy, Payments};
 use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, source, text, text_update,
@@ -34,8 +34,9 @@ impl Payments {
         )?;
         let card = source(p)?;
         let capture = p.opt_bool("capture")?.unwrap_or(true);
-        let metadata = metadata(p)?;
+        let mut metadata = metadata(p)?;
         let correlation_id = self.correlation_id(p, attempt);
+        metadata.share(correlation_id.as_ref());
         let decline = attempt.decline.clone().or_else(|| card.decline.clone());
         let charge = Charge::new(NewCharge {
             amount,
@@ -62,10 +63,10 @@ impl Payments {
             self.ledger.note_blocked_duplicate();
             return Err(duplicate_decline());
         }
-        if capture {
-            entry.append(MovementKind::Charge, movement_for(&charge, None, attempt));
-        }
         let charge = Arc::new(charge);
+        if capture {
+            entry.append(movement_for(&charge, None, attempt));
+        }
         self.charges.insert(charge.clone());
         self.events
             .emit(EventType::ChargeSucceeded, Reply::Charge(charge.clone()), None, attempt);
@@ -129,8 +130,9 @@ impl Payments {
                 let mut c = (**slot).clone();
                 c.captured = true;
                 c.amount_captured = amount;
-                entry.append(MovementKind::Charge, movement_for(&c, checkout_session, attempt));
-                let before = std::mem::replace(slot, Arc::new(c));
+                let c = Arc::new(c);
+                entry.append(movement_for(&c, checkout_session, attempt));
+                let before = std::mem::replace(slot, c);
                 self.events.emit(
                     EventType::ChargeCaptured,
                     Reply::Charge(slot.clone()),

@@ -21,7 +21,7 @@ use crate::resources::events::object::{EventType, View};
 use crate::resources::setup_intents::object::Usage;
 use crate::resources::three_ds::action::{payment_gate, Authenticate, Gate, NextAction, Outcome};
 use crate::state::clock::now_unix;
-use crate::state::ledger::{LedgerEntry, MovementKind};
+use crate::state::ledger::LedgerEntry;
 use crate::state::payments::{DuplicatePolicy, Payments};
 use crate::stripe::cards::{Authentication, CardRef, Decline, TestCard, AUTHENTICATION_REQUIRED};
 use crate::stripe::fields::{
@@ -179,6 +179,9 @@ impl Payments {
                 ))
             }
         };
+        let correlation_id = self.correlation_id(p, attempt);
+        let mut metadata = metadata;
+        metadata.share(correlation_id.as_ref());
         let mut pi = PaymentIntent {
             manual_confirmation,
             id: PaymentIntentId::generate(),
@@ -200,7 +203,7 @@ impl Payments {
                 IntentStatus::RequiresPaymentMethod
             },
             card: card.and_then(CardRef::of),
-            correlation_id: self.correlation_id(p, attempt),
+            correlation_id,
         };
         if !confirm {
             let pi = Arc::new(pi);
@@ -346,6 +349,7 @@ impl Payments {
             if let (true, Some(c)) = (open, &correlation_id) {
                 pi.correlation_id = Some(c.clone());
             }
+            pi.metadata.share(pi.correlation_id.as_ref());
             *slot = Arc::new(pi);
             Ok(Reply::Intent(slot.clone()))
         })
@@ -505,18 +509,15 @@ impl Payments {
             return Err(err);
         }
         pi.set_last_payment_error(None);
+        let charge = Arc::new(charge);
         if automatic {
             pi.status = IntentStatus::Succeeded;
             pi.amount_received = pi.amount;
-            entry.append(
-                MovementKind::Charge,
-                movement_for(&charge, pi.checkout_session(), attempt),
-            );
+            entry.append(movement_for(&charge, pi.checkout_session(), attempt));
         } else {
             pi.status = IntentStatus::RequiresCapture;
             pi.set_amount_capturable(pi.amount);
         }
-        let charge = Arc::new(charge);
         self.charges.insert(charge.clone());
         self.events
             .emit(EventType::ChargeSucceeded, Reply::Charge(charge), None, attempt);

@@ -12,7 +12,7 @@ use crate::reply::Reply;
 use crate::resources::events::object::EventType;
 use crate::resources::payment_intents::object::IntentStatus;
 use crate::state::clock::now_unix;
-use crate::state::ledger::{Movement, MovementId, MovementKind, OverRefund};
+use crate::state::ledger::{Moved, Movement, OverRefund, RefundMoved};
 use crate::state::payments::Payments;
 use crate::stripe::fields::{metadata, metadata_update};
 use crate::stripe::ids::{ChargeId, PaymentIntentId, RefundId, Token};
@@ -142,18 +142,17 @@ impl Payments {
                 let mut c = (**slot).clone();
                 c.set_amount_refunded(c.amount_refunded() + amount);
                 let before = std::mem::replace(slot, Arc::new(c));
-                entry.append(
-                    MovementKind::Refund,
-                    Movement {
-                        id: MovementId::Refund(refund.id),
+                entry.append(Movement {
+                    moved: Moved::Refund(RefundMoved {
+                        id: refund.id,
                         amount,
                         currency: refund.currency,
                         payment_intent: refund.payment_intent,
-                        charge: Some(refund.charge),
-                        checkout_session: None,
-                        attempt: attempt.clone(),
-                    },
-                );
+                        charge: refund.charge,
+                    }),
+                    checkout_session: None,
+                    attempt: attempt.clone(),
+                });
                 let refund = Arc::new(refund);
                 self.refunds.insert(refund.clone());
                 self.events.emit(

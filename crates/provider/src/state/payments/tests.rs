@@ -72,7 +72,7 @@ fn manual_capture_moves_money_only_on_capture() {
         .json();
     assert_eq!(done["status"], "succeeded");
     assert_eq!(done["amount_received"], 4000);
-    assert_eq!(p.ledger.records(&Default::default())[0].amount, 4000);
+    assert_eq!(p.ledger.records(&Default::default())[0].amount(), 4000);
     assert!(p.capture_intent(id, &form(""), &attempt("c")).unwrap_err().executed);
 }
 

@@ -4,7 +4,7 @@ use crate::resources::charges::object::{Charge, NewCharge};
 use crate::resources::payment_intents::object::*;
 use crate::state::clock::now_unix;
 use crate::stripe::cards::{CardRef, TestCard};
-use crate::stripe::ids::{ChargeId, CustomerId, PaymentIntentId, PaymentMethodId};
+use crate::stripe::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId};
 use crate::stripe::json::*;
 use crate::stripe::money::Currency;
 use serde_json::Value;
@@ -18,6 +18,40 @@ fn metadata_keeps_sorted_entries_in_one_allocation() {
     assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"a":"1","order_id":"o-42"}"#);
     assert!(Metadata::from_sorted::<&str, &str>(&[]).is_empty());
     assert_eq!(serde_json::to_string(&Metadata::new()).unwrap(), "{}");
+}
+
+#[test]
+fn a_lone_order_id_is_its_text_and_shares_the_correlation_ids() {
+    let m = Metadata::from_sorted(&[("order_id", "o-42")]);
+    assert_eq!(
+        (m.get("order_id"), m.get("a"), m.len(), m.is_empty()),
+        (Some("o-42"), None, 1, false)
+    );
+    assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"order_id":"o-42"}"#);
+    let mut writer = Vec::new();
+    write::metadata(&mut writer, &m);
+    assert_eq!(writer, br#"{"order_id":"o-42"}"#);
+    assert_ne!(m, Metadata::from_sorted(&[("order_id", "o-43")]));
+    assert_ne!(m, Metadata::from_sorted(&[("a", "1"), ("order_id", "o-42")]));
+    assert_ne!(m, Metadata::from_sorted(&[("order", "o-42")]));
+
+    let same_text =
+        |m: &Metadata, c: &CorrelationId| std::ptr::eq(m.get("order_id").unwrap().as_ptr(), c.as_str().as_ptr());
+    let (mut shared, id) = (m.clone(), CorrelationId::new("o-42"));
+    assert!(!same_text(&shared, &id), "two allocations until shared");
+    shared.share(Some(&id));
+    assert!(same_text(&shared, &id), "the metadata keeps the correlation id's text");
+    assert_eq!(shared, m);
+    let mut other = m.clone();
+    other.share(Some(&CorrelationId::new("o-7")));
+    assert_eq!(
+        other.get("order_id"),
+        Some("o-42"),
+        "a different correlation id is not taken"
+    );
+    let mut many = Metadata::from_sorted(&[("a", "1"), ("order_id", "o-42")]);
+    many.share(Some(&id));
+    assert_eq!(many.len(), 2);
 }
 
 #[test]
