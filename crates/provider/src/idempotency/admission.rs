@@ -83,8 +83,13 @@ pub fn admit(app: &Provider, req: &Arrival<'_>, endpoint: &Endpoint) -> Admissio
                 ),
             ))
         }
-        Begin::OtherEndpoint(first) => {
+        Begin::OtherEndpoint(tag) => {
             app.metrics.key_mismatches.inc();
+            let first = crate::resources::endpoints()
+                .chain(crate::resources::fauxpay_endpoints())
+                .map(|e| e.path)
+                .find(|path| tag.is(path))
+                .unwrap_or("another endpoint");
             Admission::Refused(key_misused(
                 app,
                 format!(

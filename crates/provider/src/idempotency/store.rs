@@ -26,13 +26,36 @@ use crate::state::shard::{self, Hasher, Sharded};
 use crate::stripe::params::Params;
 
 /// What a request asks for: the endpoint it was sent to (its path pattern, e.g.
-/// `/v1/payment_intents/{id}/confirm`), and a hash of its method, path and canonical
-/// parameters (the first 128 bits of their SHA-256, streamed: the canonical form is
-/// never built). A key reused on another endpoint, or with other parameters, is refused.
+/// `/v1/payment_intents/{id}/confirm`, as an [`EndpointTag`]), and a hash of its method,
+/// path and canonical parameters (the first 128 bits of their SHA-256, streamed: the
+/// canonical form is never built). A key reused on another endpoint, or with other
+/// parameters, is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprint {
-    endpoint: &'static str,
+    endpoint: EndpointTag,
     digest: [u8; 16],
+}
+
+/// An endpoint's path pattern in two bytes (a million stored keys would otherwise each
+/// hold a 16-byte `&str` to one of a few dozen patterns): the pattern's FNV-1a hash,
+/// folded to 16 bits. Every endpoint fauxpay serves has its own (a test checks);
+/// [`EndpointTag::is`] finds the pattern again for an error message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EndpointTag(u16);
+
+impl EndpointTag {
+    pub fn of(pattern: &str) -> Self {
+        let mut h: u32 = 0x811c_9dc5;
+        for &b in pattern.as_bytes() {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+        Self((h ^ (h >> 16)) as u16)
+    }
+
+    /// Whether `pattern` is this tag's.
+    pub fn is(self, pattern: &str) -> bool {
+        Self::of(pattern) == self
+    }
 }
 
 struct HashWriter<'a>(&'a mut Sha256);
@@ -49,7 +72,7 @@ impl std::io::Write for HashWriter<'_> {
 }
 
 impl Fingerprint {
-    pub fn of(endpoint: &'static str, method: &str, path: &str, params: &Params) -> Self {
+    pub fn of(endpoint: &str, method: &str, path: &str, params: &Params) -> Self {
         let mut h = Sha256::new();
         h.update(method.as_bytes());
         h.update([0]);
@@ -59,12 +82,10 @@ impl Fingerprint {
         let digest = h.finalize();
         let mut out = [0u8; 16];
         out.copy_from_slice(&digest[..16]);
-        Self { endpoint, digest: out }
-    }
-
-    /// The endpoint the request was sent to.
-    pub fn endpoint(&self) -> &'static str {
-        self.endpoint
+        Self {
+            endpoint: EndpointTag::of(endpoint),
+            digest: out,
+        }
     }
 
     /// The digest as two numbers (the data dir keeps it, so recovery need not hash again).
@@ -77,11 +98,14 @@ impl Fingerprint {
     }
 
     /// The fingerprint of [`Fingerprint::digest`] on `endpoint`.
-    pub fn from_digest(endpoint: &'static str, [a, b]: [u64; 2]) -> Self {
+    pub fn from_digest(endpoint: &str, [a, b]: [u64; 2]) -> Self {
         let mut digest = [0u8; 16];
         digest[..8].copy_from_slice(&a.to_le_bytes());
         digest[8..].copy_from_slice(&b.to_le_bytes());
-        Self { endpoint, digest }
+        Self {
+            endpoint: EndpointTag::of(endpoint),
+            digest,
+        }
     }
 }
 
@@ -237,7 +261,7 @@ pub enum Begin {
     /// The key was used with other parameters.
     Mismatch,
     /// The key was first used on another endpoint (its path pattern).
-    OtherEndpoint(&'static str),
+    OtherEndpoint(EndpointTag),
 }
 
 /// The store of idempotency keys, sharded by (API key, key).
@@ -552,6 +576,16 @@ mod tests {
         assert_eq!(replayed_status(&s, later), Some(200), "an expired key is replaced");
     }
 
+    /// A stored key is its entry in a shard's slab: 88 bytes, its endpoint two of them.
+    #[test]
+    fn an_entry_is_compact() {
+        assert_eq!(std::mem::size_of::<Fingerprint>(), 18);
+        let n = std::mem::size_of::<Option<Entry>>();
+        assert!(n <= 88, "an entry is {n} bytes");
+        assert!(EndpointTag::of("/v1/charges").is("/v1/charges"));
+        assert!(!EndpointTag::of("/v1/charges").is("/v1/customers"));
+    }
+
     #[test]
     fn first_claims_second_is_in_use_then_replays() {
         let s = IdempotencyStore::new(Duration::from_secs(60));
@@ -565,7 +599,7 @@ mod tests {
         let elsewhere = Fingerprint::of("/v1/customers", "POST", "/v1/customers", &Params::default());
         assert!(matches!(
             s.begin(&a, &k, elsewhere, now),
-            Begin::OtherEndpoint("/v1/payment_intents")
+            Begin::OtherEndpoint(first) if first.is("/v1/payment_intents")
         ));
         claim.complete(resp(500));
         match s.begin(&a, &k, fp("100"), now) {

@@ -63,6 +63,7 @@ pub fn endpoints() -> impl Iterator<Item = &'static Endpoint> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::idempotency::store::EndpointTag;
 
     #[test]
     fn every_endpoint_has_a_distinct_verb_and_path() {
@@ -72,6 +73,15 @@ mod tests {
             assert!(seen.insert((e.verb, e.path)), "declared twice: {e:?}");
         }
         assert!(seen.len() >= 28, "{}", seen.len());
+        // A stored idempotency key names its endpoint by a 16-bit tag of its pattern.
+        let patterns: std::collections::BTreeSet<&str> =
+            endpoints().chain(fauxpay_endpoints()).map(|e| e.path).collect();
+        let tags: std::collections::HashSet<EndpointTag> = patterns.iter().map(|p| EndpointTag::of(p)).collect();
+        assert_eq!(
+            tags.len(),
+            patterns.len(),
+            "two endpoint patterns share an idempotency tag"
+        );
         let names = names();
         assert_eq!(names.len(), RESOURCES.len());
         assert!(
