@@ -179,8 +179,8 @@ impl LedgerRecord {
     /// The amount moved: a charge's captured amount, or a refund's.
     pub fn amount(&self) -> u64 {
         match &self.source {
-            Source::Charge(c) => c.amount_captured,
-            Source::ChargeWith(b) => b.0.amount_captured,
+            Source::Charge(c) => c.amount_captured.get(),
+            Source::ChargeWith(b) => b.0.amount_captured.get(),
             Source::Refund(b) => b.0.amount,
         }
     }

@@ -21,6 +21,12 @@ impl ThinStr {
         &self.0.slice
     }
 
+    /// Its allocation, for a holder that keeps text and other bytes in one pointer (an
+    /// object's metadata shares its correlation id's).
+    pub fn arc(&self) -> &ThinArc<(), u8> {
+        &self.0
+    }
+
     /// The text (always whole: it was made from a `str`). It is checked again on each
     /// call: compare and hash with [`ThinStr::as_bytes`] (as `Eq` and `Hash` do) on hot
     /// paths.

@@ -22,47 +22,45 @@ use serde::{Serialize, Serializer};
 
 use triomphe::ThinArc;
 
-use crate::state::thin::ThinStr;
 use crate::stripe::ids::{CorrelationId, Token};
 
 /// An object's metadata: string keys and values, sorted by key, in one shared
-/// allocation (a payment intent and its charge share it). Each entry is stored as
-/// `key length (u16 LE), value length (u16 LE), key, value`; metadata that is only
-/// `order_id` (what most payments carry, and the default correlation key) is stored as
-/// its value's text alone, which the payment's correlation id then shares
-/// ([`Metadata::share`]).
+/// allocation behind a one-word pointer (a payment intent and its charge share it).
+/// Metadata that is only `order_id` (what most payments carry, and the default
+/// correlation key) is stored as its value's text alone, which the payment's correlation
+/// id then shares ([`Metadata::share`]); any other is [`ENTRIES`] and then each entry as
+/// `key length (u16 LE), value length (u16 LE), key, value`. A text never starts with
+/// `ENTRIES` (it is not UTF-8), so the first byte tells the two apart.
 #[derive(Debug, Clone, Default)]
-pub struct Metadata(Repr);
+pub struct Metadata(Option<ThinArc<(), u8>>);
 
-#[derive(Debug, Clone, Default)]
-enum Repr {
-    #[default]
-    Empty,
-    Entries(ThinArc<(), u8>),
-    OrderId(ThinStr),
-}
+/// The first byte of metadata stored as entries.
+const ENTRIES: u8 = 0xFF;
 
 /// The one key whose lone entry is stored as its value's text.
 const ORDER_ID: &str = "order_id";
 
 impl Metadata {
     pub fn new() -> Self {
-        Self(Repr::Empty)
+        Self(None)
     }
 
     /// From entries sorted by key, with unique keys (keys ≤ 40 and values ≤ 500
     /// characters, as validated).
     pub fn from_sorted<K: AsRef<str>, V: AsRef<str>>(entries: &[(K, V)]) -> Self {
         match entries {
-            [] => return Self(Repr::Empty),
-            [(k, v)] if k.as_ref() == ORDER_ID => return Self(Repr::OrderId(ThinStr::new(v.as_ref()))),
+            [] => return Self(None),
+            [(k, v)] if k.as_ref() == ORDER_ID => {
+                return Self(Some(ThinArc::from_header_and_slice((), v.as_ref().as_bytes())))
+            }
             _ => {}
         }
         let size: usize = entries
             .iter()
             .map(|(k, v)| 4 + k.as_ref().len() + v.as_ref().len())
             .sum();
-        let mut buf = Vec::with_capacity(size);
+        let mut buf = Vec::with_capacity(1 + size);
+        buf.push(ENTRIES);
         for (k, v) in entries {
             let (k, v) = (k.as_ref().as_bytes(), v.as_ref().as_bytes());
             buf.extend_from_slice(&(k.len() as u16).to_le_bytes());
@@ -70,29 +68,30 @@ impl Metadata {
             buf.extend_from_slice(k);
             buf.extend_from_slice(v);
         }
-        Self(Repr::Entries(ThinArc::from_header_and_slice((), &buf)))
+        Self(Some(ThinArc::from_header_and_slice((), &buf)))
     }
 
     /// Metadata that is only `order_id`, equal to `correlation`, keeps the correlation
     /// id's allocation instead of its own copy of the text.
     pub fn share(&mut self, correlation: Option<&CorrelationId>) {
-        if let (Repr::OrderId(value), Some(c)) = (&mut self.0, correlation) {
-            if *value == *c.thin() {
-                *value = c.thin().clone();
+        let Some(c) = correlation else { return };
+        if let Some(bytes) = &self.0 {
+            if bytes.slice.first() != Some(&ENTRIES) && bytes.slice == *c.thin().as_bytes() {
+                self.0 = Some(c.thin().arc().clone());
             }
         }
     }
 
     pub fn iter(&self) -> MetadataIter<'_> {
-        match &self.0 {
-            Repr::Empty => MetadataIter { lone: None, rest: &[] },
-            Repr::Entries(bytes) => MetadataIter {
-                lone: None,
-                rest: &bytes.slice,
-            },
-            Repr::OrderId(value) => MetadataIter {
-                lone: Some((ORDER_ID, value.as_str())),
-                rest: &[],
+        match self.0.as_ref().map(|b| &b.slice) {
+            None => MetadataIter { lone: None, rest: &[] },
+            Some(bytes) => match bytes.split_first() {
+                Some((&ENTRIES, rest)) => MetadataIter { lone: None, rest },
+                _ => MetadataIter {
+                    // It was a `str` when stored.
+                    lone: Some((ORDER_ID, std::str::from_utf8(bytes).unwrap_or(""))),
+                    rest: &[],
+                },
             },
         }
     }
@@ -106,7 +105,7 @@ impl Metadata {
     }
 
     pub fn is_empty(&self) -> bool {
-        matches!(self.0, Repr::Empty)
+        self.0.is_none()
     }
 }
 

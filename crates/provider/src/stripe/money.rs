@@ -9,6 +9,28 @@ use crate::error::ApiError;
 /// Largest amount Stripe accepts (eight digits).
 pub const MAX_AMOUNT: u64 = 99_999_999;
 
+/// An amount a stored object keeps, checked against [`MAX_AMOUNT`] before (so four bytes
+/// hold it): a payment intent's `amount_received`, a charge's `amount_captured`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct StoredAmount(u32);
+
+impl StoredAmount {
+    /// `amount`, held to what four bytes hold (never reached: amounts are checked).
+    pub fn new(amount: u64) -> Self {
+        Self(u32::try_from(amount).unwrap_or(u32::MAX))
+    }
+
+    pub fn get(self) -> u64 {
+        u64::from(self.0)
+    }
+}
+
+impl serde::Serialize for StoredAmount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.get())
+    }
+}
+
 /// Known currencies and the minimum charge amount in each (smallest unit).
 const CURRENCIES: &[(&str, u64)] = &[
     ("usd", 50),
@@ -118,6 +140,18 @@ pub fn check_amount(param: &str, amount: u64, currency: Currency) -> Result<u64,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_amount_holds_every_checked_amount() {
+        assert_eq!(std::mem::size_of::<StoredAmount>(), 4);
+        let max = StoredAmount::new(MAX_AMOUNT);
+        assert_eq!(
+            (max.get(), serde_json::to_string(&max).unwrap()),
+            (MAX_AMOUNT, "99999999".into())
+        );
+        assert_eq!(StoredAmount::default().get(), 0);
+        assert_eq!(StoredAmount::new(u64::MAX).get(), u64::from(u32::MAX));
+    }
 
     #[test]
     fn currencies_are_lowercase_known_codes() {

@@ -212,7 +212,7 @@ pub fn payments(list: &PaymentList, filter: &PaymentFilter) -> Markup {
                     td { (money(pi.amount, pi.currency.code())) }
                     td.mono { (pi.correlation_id.as_ref().map_or("", |c| c.as_str())) }
                     td.mono { @for (k, v) in pi.metadata.iter() { (k) "=" (v) " " } }
-                    td { (clock(pi.created as u64 * 1000)) }
+                    td { (clock(pi.created.get() as u64 * 1000)) }
                 } }
             }
         } }
@@ -226,7 +226,7 @@ pub fn payments(list: &PaymentList, filter: &PaymentFilter) -> Markup {
                     td { (payment_link(&ch.id.as_str())) }
                     td { (status_tag(if ch.decline().is_some() { "failed" } else if ch.captured { "succeeded" } else { "uncaptured" })) }
                     td { (money(ch.amount, ch.currency.code())) }
-                    td { (money(ch.amount_captured, ch.currency.code())) }
+                    td { (money(ch.amount_captured.get(), ch.currency.code())) }
                     td { (money(ch.amount_refunded(), ch.currency.code())) }
                     td { @if let Some(pi) = ch.payment_intent { (payment_link(&pi.as_str())) } }
                     td.mono { (ch.correlation_id.as_ref().map_or("", |c| c.as_str())) }
@@ -291,13 +291,13 @@ pub fn payment(v: &PaymentView) -> Markup {
             h1 { "Payment " span.mono { (pi.id.as_str()) } }
             dl.kv {
                 dt { "status" } dd { (status_tag(pi.status.as_str())) }
-                dt { "amount" } dd { (money(pi.amount, pi.currency.code())) " · received " (money(pi.amount_received, pi.currency.code())) }
+                dt { "amount" } dd { (money(pi.amount, pi.currency.code())) " · received " (money(pi.amount_received.get(), pi.currency.code())) }
                 dt { "order (correlation id)" } dd.mono { (v.correlation_id.as_deref().unwrap_or("—")) }
                 @if let Some(cs) = &v.checkout_session {
                     dt { "checkout session" } dd { span.mono { (cs.id.as_str()) } " " (status_tag(cs.status.as_str())) }
                 }
                 dt { "payment method" } dd.mono { (pi.payment_method.map_or("—".to_string(), |p| p.to_string())) }
-                dt { "created" } dd { (clock(pi.created as u64 * 1000)) " UTC" }
+                dt { "created" } dd { (clock(pi.created.get() as u64 * 1000)) " UTC" }
                 @if let Some(e) = pi.last_payment_error() { dt { "last error" } dd { (e.code) ": " (e.message) } }
                 dt { "metadata" } dd { @for (k, val) in pi.metadata.iter() { code { (k) } " = " code { (val) } br; } }
             }
@@ -315,7 +315,7 @@ pub fn payment(v: &PaymentView) -> Markup {
                 @for c in &v.charges { tr {
                     td.mono { (c.id.as_str()) }
                     td { (money(c.amount, c.currency.code())) }
-                    td { (money(c.amount_captured, c.currency.code())) }
+                    td { (money(c.amount_captured.get(), c.currency.code())) }
                     td { (money(c.amount_refunded(), c.currency.code())) }
                     td { @if let Some(d) = c.decline() { span.tag.bad { (d.decline_code) } } @else { span.tag.ok { "paid" } } }
                 } }

@@ -16,7 +16,7 @@ use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, source, text, text_update,
 };
 use crate::stripe::ids::{ChargeId, CheckoutSessionId, PaymentMethodId};
-use crate::stripe::money::{check_amount, Currency};
+use crate::stripe::money::{check_amount, Currency, StoredAmount};
 use crate::stripe::paging::{list_page, search_page};
 use crate::stripe::params::Params;
 use crate::stripe::search::Searchable;
@@ -129,7 +129,7 @@ impl Payments {
                 }
                 let mut c = (**slot).clone();
                 c.captured = true;
-                c.amount_captured = amount;
+                c.amount_captured = StoredAmount::new(amount);
                 let c = Arc::new(c);
                 entry.append(movement_for(&c, checkout_session, attempt));
                 let before = std::mem::replace(slot, c);
@@ -205,7 +205,7 @@ impl Searchable for Charge {
             ),
             "currency" => Some(self.currency.code().into()),
             "amount" => Some(self.amount.to_string()),
-            "created" => Some(self.created.to_string()),
+            "created" => Some(self.created.get().to_string()),
             "captured" => Some(self.captured.to_string()),
             "refunded" => Some(self.refunded.to_string()),
             "payment_intent" => self.payment_intent.as_ref().map(|p| p.to_string()),

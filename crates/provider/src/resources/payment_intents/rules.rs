@@ -20,7 +20,7 @@ use crate::resources::charges::object::{Charge, NewCharge};
 use crate::resources::events::object::{EventType, View};
 use crate::resources::setup_intents::object::Usage;
 use crate::resources::three_ds::action::{payment_gate, Authenticate, Gate, NextAction, Outcome};
-use crate::state::clock::now_unix;
+use crate::state::clock::{now_unix, UnixSeconds};
 use crate::state::ledger::LedgerEntry;
 use crate::state::payments::{DuplicatePolicy, Payments};
 use crate::stripe::cards::{Authentication, CardRef, Decline, TestCard, AUTHENTICATION_REQUIRED};
@@ -28,7 +28,7 @@ use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update, MAX_TEXT_LEN,
 };
 use crate::stripe::ids::{CustomerId, PaymentIntentId};
-use crate::stripe::money::{check_amount, Currency};
+use crate::stripe::money::{check_amount, Currency, StoredAmount};
 use crate::stripe::paging::{list_page, search_page};
 use crate::stripe::params::Params;
 use crate::stripe::search::Searchable;
@@ -186,11 +186,11 @@ impl Payments {
             manual_confirmation,
             id: PaymentIntentId::generate(),
             amount,
-            amount_received: 0,
+            amount_received: StoredAmount::default(),
             automatic_payment_methods,
             cancellation_reason: None,
             capture_method,
-            created: now_unix(),
+            created: UnixSeconds::now(),
             currency,
             text: text.boxed(),
             latest_charge: None,
@@ -512,7 +512,7 @@ impl Payments {
         let charge = Arc::new(charge);
         if automatic {
             pi.status = IntentStatus::Succeeded;
-            pi.amount_received = pi.amount;
+            pi.amount_received = StoredAmount::new(pi.amount);
             entry.append(movement_for(&charge, pi.checkout_session(), attempt));
         } else {
             pi.status = IntentStatus::RequiresCapture;
@@ -710,7 +710,7 @@ impl Searchable for PaymentIntent {
             "status" => Some(self.status.as_str().into()),
             "currency" => Some(self.currency.code().into()),
             "amount" => Some(self.amount.to_string()),
-            "created" => Some(self.created.to_string()),
+            "created" => Some(self.created.get().to_string()),
             "customer" => self.customer().map(str::to_string),
             "description" => self.description().map(str::to_string),
             _ => None,

@@ -107,7 +107,7 @@ impl Payments {
                         charge: slot.id,
                         payment_intent: slot.payment_intent,
                         correlation_id: slot.correlation_id.clone(),
-                        captured: slot.amount_captured,
+                        captured: slot.amount_captured.get(),
                         already_refunded: slot.amount_refunded(),
                         requested: amount,
                         idempotency_key: attempt.idempotency_key.clone(),

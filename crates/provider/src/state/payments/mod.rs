@@ -221,8 +221,8 @@ impl Payments {
     /// objects and records left.
     pub fn retire_before(&self, cutoff_ms: u64) -> usize {
         let cutoff = (cutoff_ms / 1000) as i64;
-        self.intents.retain(|o| o.created >= cutoff)
-            + self.charges.retain(|o| o.created >= cutoff)
+        self.intents.retain(|o| o.created.get() >= cutoff)
+            + self.charges.retain(|o| o.created.get() >= cutoff)
             + self.refunds.retain(|o| o.created >= cutoff)
             + self.setup_intents.retain(|o| o.created >= cutoff)
             + self.checkout_sessions.retain(|o| o.created >= cutoff)

@@ -436,7 +436,7 @@ fn payment_method(p: &Payments, id: &str, owner: Option<(Kind, &str)>) -> Option
     }
     let mut pm = PaymentMethod::new(pi.card()?);
     pm.id = pm_id;
-    pm.created = pi.created;
+    pm.created = pi.created.get();
     Some(pm.to_json())
 }
 

@@ -2,7 +2,7 @@
 
 use crate::resources::charges::object::{Charge, NewCharge};
 use crate::resources::payment_intents::object::*;
-use crate::state::clock::now_unix;
+use crate::state::clock::UnixSeconds;
 use crate::stripe::cards::{CardRef, TestCard};
 use crate::stripe::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId};
 use crate::stripe::json::*;
@@ -22,6 +22,9 @@ fn metadata_keeps_sorted_entries_in_one_allocation() {
 
 #[test]
 fn a_lone_order_id_is_its_text_and_shares_the_correlation_ids() {
+    assert_eq!(std::mem::size_of::<Metadata>(), 8, "one word");
+    let empty = Metadata::from_sorted(&[("order_id", "")]);
+    assert_eq!((empty.get("order_id"), empty.len()), (Some(""), 1));
     let m = Metadata::from_sorted(&[("order_id", "o-42")]);
     assert_eq!(
         (m.get("order_id"), m.get("a"), m.len(), m.is_empty()),
@@ -115,7 +118,7 @@ fn written_json_is_exactly_the_serialised_json() {
         assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&charge).unwrap());
     }
     let mut pi = PaymentIntent {
-        created: now_unix(),
+        created: UnixSeconds::now(),
         card: CardRef::of(visa),
         ..PaymentIntent::example()
     };
