@@ -85,6 +85,8 @@ pub fn admit(app: &Provider, req: &Arrival<'_>, endpoint: &Endpoint) -> Admissio
         }
         Begin::OtherEndpoint(tag) => {
             app.metrics.key_mismatches.inc();
+            // The endpoints whose tags a test holds distinct (`resources`): the two lists
+            // must stay the ones every idempotent route is declared in.
             let first = crate::resources::endpoints()
                 .chain(crate::resources::fauxpay_endpoints())
                 .map(|e| e.path)

@@ -260,7 +260,7 @@ pub enum Begin {
     InUse,
     /// The key was used with other parameters.
     Mismatch,
-    /// The key was first used on another endpoint (its path pattern).
+    /// The key was first used on another endpoint (its path pattern's tag).
     OtherEndpoint(EndpointTag),
 }
 

@@ -75,7 +75,7 @@ pub enum Moved {
 }
 
 /// A refund's part of its movement.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RefundMoved {
     pub id: RefundId,
     pub amount: u64,
@@ -612,7 +612,7 @@ impl Ledger {
             }
             // Groups are kept whole, so every link points at a kept record.
             for r in kept.iter_mut() {
-                if let Some(link @ GroupLink { prev, .. }) = r.group {
+                if let Some((link, prev)) = r.group.and_then(|l| Some((l, l.prev()?))) {
                     let moved = remap.get(prev as usize).copied().unwrap_or(prev);
                     if moved != prev {
                         *r = Arc::new(LedgerRecord {

@@ -45,6 +45,8 @@ pub fn url_param<'a>(p: &'a Params, name: &str) -> Result<Option<&'a str>, ApiEr
 }
 
 /// The ledger movement of a captured charge (made for `checkout_session`, if any).
+/// `charge` is the snapshot being stored, already captured: the ledger record reads its
+/// id, captured amount, currency and intent from it.
 pub fn movement_for(charge: &Arc<Charge>, checkout_session: Option<CheckoutSessionId>, attempt: &Attempt) -> Movement {
     Movement {
         moved: Moved::Charge(charge.clone()),

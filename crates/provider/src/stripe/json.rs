@@ -31,8 +31,14 @@ use crate::stripe::ids::{CorrelationId, Token};
 /// id then shares ([`Metadata::share`]); any other is [`ENTRIES`] and then each entry as
 /// `key length (u16 LE), value length (u16 LE), key, value`. A text never starts with
 /// `ENTRIES` (it is not UTF-8), so the first byte tells the two apart.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Metadata(Option<ThinArc<(), u8>>);
+
+impl std::fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
 
 /// The first byte of metadata stored as entries.
 const ENTRIES: u8 = 0xFF;

@@ -159,6 +159,7 @@ impl Payments {
             attempt,
             |c| {
                 c.metadata = metadata_update(&c.metadata, p)?;
+                c.metadata.share(c.correlation_id.as_ref());
                 if let Some(d) = description {
                     c.set_description(d);
                 }
