@@ -57,7 +57,7 @@ pub fn now_unix() -> i64 {
 
 /// A Unix time in whole seconds, four bytes wide (good until 2106): a stored payment's
 /// or charge's `created`, where an `i64` would take a block class more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UnixSeconds(u32);
 
 impl UnixSeconds {

@@ -159,7 +159,21 @@ impl GroupLink {
     }
 }
 
+/// What a record moved, borrowed from its [`Source`].
+enum MovedRef<'a> {
+    Charge(&'a Charge),
+    Refund(&'a RefundMoved),
+}
+
 impl LedgerRecord {
+    fn moved(&self) -> MovedRef<'_> {
+        match &self.source {
+            Source::Charge(c) => MovedRef::Charge(c),
+            Source::ChargeWith(b) => MovedRef::Charge(&b.0),
+            Source::Refund(b) => MovedRef::Refund(&b.0),
+        }
+    }
+
     fn rare(&self) -> Option<&Rare> {
         match &self.source {
             Source::Charge(_) => None,
@@ -170,42 +184,39 @@ impl LedgerRecord {
 
     /// Charge or refund.
     pub fn kind(&self) -> MovementKind {
-        match self.source {
-            Source::Refund(_) => MovementKind::Refund,
-            _ => MovementKind::Charge,
+        match self.moved() {
+            MovedRef::Charge(_) => MovementKind::Charge,
+            MovedRef::Refund(_) => MovementKind::Refund,
         }
     }
 
     /// The amount moved: a charge's captured amount, or a refund's.
     pub fn amount(&self) -> u64 {
-        match &self.source {
-            Source::Charge(c) => c.amount_captured.get(),
-            Source::ChargeWith(b) => b.0.amount_captured.get(),
-            Source::Refund(b) => b.0.amount,
+        match self.moved() {
+            MovedRef::Charge(c) => c.amount_captured.get(),
+            MovedRef::Refund(r) => r.amount,
         }
     }
 
     pub fn currency(&self) -> Currency {
-        match &self.source {
-            Source::Charge(c) => c.currency,
-            Source::ChargeWith(b) => b.0.currency,
-            Source::Refund(b) => b.0.currency,
+        match self.moved() {
+            MovedRef::Charge(c) => c.currency,
+            MovedRef::Refund(r) => r.currency,
         }
     }
 
     pub fn payment_intent(&self) -> Option<PaymentIntentId> {
-        match &self.source {
-            Source::Charge(c) => c.payment_intent,
-            Source::ChargeWith(b) => b.0.payment_intent,
-            Source::Refund(b) => b.0.payment_intent,
+        match self.moved() {
+            MovedRef::Charge(c) => c.payment_intent,
+            MovedRef::Refund(r) => r.payment_intent,
         }
     }
 
     /// For a refund: the charge it refunds.
     pub fn charge(&self) -> Option<ChargeId> {
-        match &self.source {
-            Source::Refund(b) => Some(b.0.charge),
-            _ => None,
+        match self.moved() {
+            MovedRef::Refund(r) => Some(r.charge),
+            MovedRef::Charge(_) => None,
         }
     }
 
@@ -221,18 +232,17 @@ impl LedgerRecord {
 
     /// The charge (`ch_…`) or refund (`re_…`).
     pub fn id(&self) -> MovementId {
-        match &self.source {
-            Source::Charge(c) => MovementId::Charge(c.id),
-            Source::ChargeWith(b) => MovementId::Charge(b.0.id),
-            Source::Refund(b) => MovementId::Refund(b.0.id),
+        match self.moved() {
+            MovedRef::Charge(c) => MovementId::Charge(c.id),
+            MovedRef::Refund(r) => MovementId::Refund(r.id),
         }
     }
 
     /// The random part of its id: the record's own key in a write's touches.
     fn token(&self) -> Token {
-        match self.id() {
-            MovementId::Charge(id) => id.token(),
-            MovementId::Refund(id) => id.token(),
+        match self.moved() {
+            MovedRef::Charge(c) => c.id.token(),
+            MovedRef::Refund(r) => r.id.token(),
         }
     }
 }

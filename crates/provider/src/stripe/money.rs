@@ -11,7 +11,7 @@ pub const MAX_AMOUNT: u64 = 99_999_999;
 
 /// An amount a stored object keeps, checked against [`MAX_AMOUNT`] before (so four bytes
 /// hold it): a payment intent's `amount_received`, a charge's `amount_captured`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StoredAmount(u32);
 
 impl StoredAmount {

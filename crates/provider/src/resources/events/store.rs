@@ -340,13 +340,29 @@ mod tests {
         Reply::Json(Box::new(serde_json::json!({"id": "x"})))
     }
 
+    /// An empty store and a request's attempt.
+    fn store() -> (Events, Attempt) {
+        (Events::default(), crate::test_support::attempt())
+    }
+
+    /// Opens a `payment_intent.created` scope (as a create-and-confirm does) and emits one
+    /// event of each kind in it, in order.
+    fn open_with<'a>(events: &'a Events, attempt: &Attempt, inside: &[EventType]) -> Opened<'a> {
+        let opened = events.open(EventType::PaymentIntentCreated, attempt);
+        for &kind in inside {
+            events.emit(kind, json(), None, attempt);
+        }
+        opened
+    }
+
     #[test]
     fn an_opened_event_is_stored_before_those_emitted_while_it_was_open() {
-        let events = Events::default();
-        let attempt = crate::test_support::attempt();
-        let opened = events.open(EventType::PaymentIntentCreated, &attempt);
-        events.emit(EventType::ChargeSucceeded, json(), None, &attempt);
-        events.emit(EventType::ChargeCaptured, json(), None, &attempt);
+        let (events, attempt) = store();
+        let opened = open_with(
+            &events,
+            &attempt,
+            &[EventType::ChargeSucceeded, EventType::ChargeCaptured],
+        );
         assert!(types(&events).is_empty(), "held back while open");
         opened.close(json(), View::AsIs);
         assert_eq!(
@@ -359,11 +375,12 @@ mod tests {
 
     #[test]
     fn a_scopes_events_share_one_allocation_and_a_lone_event_has_its_own() {
-        let events = Events::default();
-        let attempt = crate::test_support::attempt();
-        let opened = events.open(EventType::PaymentIntentCreated, &attempt);
-        events.emit(EventType::ChargeSucceeded, json(), None, &attempt);
-        events.emit(EventType::PaymentIntentSucceeded, json(), None, &attempt);
+        let (events, attempt) = store();
+        let opened = open_with(
+            &events,
+            &attempt,
+            &[EventType::ChargeSucceeded, EventType::PaymentIntentSucceeded],
+        );
         opened.close(json(), View::AsIs);
         events.emit(EventType::ChargeRefunded, json(), None, &attempt);
         let page = events.table.page(Cursor::Start, 10, |_| true);
@@ -387,8 +404,7 @@ mod tests {
 
     #[test]
     fn scopes_nest_and_keep_the_order_events_happened_in() {
-        let events = Events::default();
-        let attempt = crate::test_support::attempt();
+        let (events, attempt) = store();
         let outer = events.open(EventType::PaymentIntentCreated, &attempt);
         events.emit(EventType::ChargeSucceeded, json(), None, &attempt);
         let inner = events.open(EventType::CustomerCreated, &attempt);
@@ -422,8 +438,7 @@ mod tests {
 
     #[test]
     fn an_opened_scope_dropped_unclosed_loses_none_of_the_held_events() {
-        let events = Events::default();
-        let attempt = crate::test_support::attempt();
+        let (events, attempt) = store();
         {
             let _opened = events.open(EventType::PaymentIntentCreated, &attempt);
             events.emit(EventType::ChargeFailed, json(), None, &attempt);

@@ -148,7 +148,7 @@ impl Payments {
             ));
         }
         let setup_future_usage = setup_future_usage(p)?.flatten();
-        let metadata = metadata(p)?;
+        let mut metadata = metadata(p)?;
         let automatic_payment_methods = match p.opt_object("automatic_payment_methods")? {
             None => None,
             Some(apm) => {
@@ -180,7 +180,6 @@ impl Payments {
             }
         };
         let correlation_id = self.correlation_id(p, attempt);
-        let mut metadata = metadata;
         metadata.share(correlation_id.as_ref());
         let mut pi = PaymentIntent {
             manual_confirmation,
