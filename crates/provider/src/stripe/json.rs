@@ -20,8 +20,7 @@
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use triomphe::ThinArc;
-
+use crate::state::thin::ThinBytes;
 use crate::stripe::ids::{CorrelationId, Token};
 
 /// An object's metadata: string keys and values, sorted by key, in one shared
@@ -32,7 +31,7 @@ use crate::stripe::ids::{CorrelationId, Token};
 /// `key length (u16 LE), value length (u16 LE), key, value`. A text never starts with
 /// `ENTRIES` (it is not UTF-8), so the first byte tells the two apart.
 #[derive(Clone, Default)]
-pub struct Metadata(Option<ThinArc<(), u8>>);
+pub struct Metadata(Option<ThinBytes>);
 
 impl std::fmt::Debug for Metadata {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,9 +55,7 @@ impl Metadata {
     pub fn from_sorted<K: AsRef<str>, V: AsRef<str>>(entries: &[(K, V)]) -> Self {
         match entries {
             [] => return Self(None),
-            [(k, v)] if k.as_ref() == ORDER_ID => {
-                return Self(Some(ThinArc::from_header_and_slice((), v.as_ref().as_bytes())))
-            }
+            [(k, v)] if k.as_ref() == ORDER_ID => return Self(Some(ThinBytes::new(v.as_ref().as_bytes()))),
             _ => {}
         }
         let size: usize = entries
@@ -74,7 +71,7 @@ impl Metadata {
             buf.extend_from_slice(k);
             buf.extend_from_slice(v);
         }
-        Self(Some(ThinArc::from_header_and_slice((), &buf)))
+        Self(Some(ThinBytes::new(&buf)))
     }
 
     /// Metadata that is only `order_id`, equal to `correlation`, keeps the correlation
@@ -82,14 +79,14 @@ impl Metadata {
     pub fn share(&mut self, correlation: Option<&CorrelationId>) {
         let Some(c) = correlation else { return };
         if let Some(bytes) = &self.0 {
-            if bytes.slice.first() != Some(&ENTRIES) && bytes.slice == *c.thin().as_bytes() {
-                self.0 = Some(c.thin().arc().clone());
+            if bytes.as_bytes().first() != Some(&ENTRIES) && bytes.as_bytes() == c.thin().as_bytes() {
+                self.0 = Some(c.thin().bytes().clone());
             }
         }
     }
 
     pub fn iter(&self) -> MetadataIter<'_> {
-        match self.0.as_ref().map(|b| &b.slice) {
+        match self.0.as_ref().map(ThinBytes::as_bytes) {
             None => MetadataIter { lone: None, rest: &[] },
             Some(bytes) => match bytes.split_first() {
                 Some((&ENTRIES, rest)) => MetadataIter { lone: None, rest },
