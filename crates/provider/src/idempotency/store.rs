@@ -140,6 +140,22 @@ impl StoredResponse {
         }
     }
 
+    /// The response as a record keeps it.
+    fn kept(self) -> (Outcome, Kept) {
+        (
+            Outcome::of(self.status, self.should_retry),
+            Kept {
+                request_id: self.request_id,
+                body: self.body,
+            },
+        )
+    }
+
+    /// The response a record kept.
+    fn from_kept(outcome: Outcome, kept: Kept) -> Self {
+        Self::new(outcome.status(), outcome.should_retry(), kept.request_id, kept.body)
+    }
+
     /// The body as sent.
     pub fn bytes(&self) -> Bytes {
         match &self.body {
@@ -155,25 +171,69 @@ impl StoredResponse {
             StoredBody::Bytes(b) => b.1,
         }
     }
+}
 
-    /// The same response with its body as bytes, when it is still an object: a key that
-    /// is replayed once is often replayed again, so its JSON is kept from then on.
+impl Kept {
+    /// The same with its body as bytes, when it is still an object: a key that is
+    /// replayed once is often replayed again, so its JSON is kept from then on.
     fn materialized(&self) -> Option<Self> {
         match &self.body {
             StoredBody::Object(reply) => Some(Self {
+                request_id: self.request_id,
                 body: StoredBody::Bytes(Arc::new((reply.to_bytes(), reply.object()))),
-                ..self.clone()
             }),
             StoredBody::Bytes(_) => None,
         }
     }
 }
 
-/// A key's record.
+/// A stored response's status and `Stripe-Should-Retry`, in two bytes beside the
+/// fingerprint (a [`StoredResponse`] of its own would take eight with its padding): the
+/// status in the low 12 bits, the flag above them (0 none, 1 false, 2 true).
+#[derive(Debug, Clone, Copy, Default)]
+struct Outcome(u16);
+
+impl Outcome {
+    const STATUS: u16 = (1 << 12) - 1;
+
+    fn of(status: u16, should_retry: Option<bool>) -> Self {
+        // An HTTP status is three digits.
+        debug_assert!(status <= Self::STATUS);
+        let flag = match should_retry {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        };
+        Self((status & Self::STATUS) | flag << 12)
+    }
+
+    fn status(self) -> u16 {
+        self.0 & Self::STATUS
+    }
+
+    fn should_retry(self) -> Option<bool> {
+        match self.0 >> 12 {
+            1 => Some(false),
+            2 => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// What a completed key keeps of its response besides its [`Outcome`].
+#[derive(Debug, Clone)]
+struct Kept {
+    request_id: RequestId,
+    body: StoredBody,
+}
+
+/// A key's record: 64 bytes.
 struct Record {
     fingerprint: Fingerprint,
+    /// The stored response's status and flag (meaningless while `kept` is `None`).
+    outcome: Outcome,
     /// `None` while the first request is in flight.
-    state: Option<StoredResponse>,
+    kept: Option<Kept>,
     /// When the key was claimed, in nanoseconds since the store was made.
     /// (Negative for a key restored from the data dir that is older than the store.)
     created: i64,
@@ -308,7 +368,7 @@ impl IdempotencyStore {
     }
 
     fn expired(&self, r: &Record, now: i64) -> bool {
-        r.state.is_some() && now.saturating_sub(r.created) >= i64::try_from(self.ttl().as_nanos()).unwrap_or(i64::MAX)
+        r.kept.is_some() && now.saturating_sub(r.created) >= i64::try_from(self.ttl().as_nanos()).unwrap_or(i64::MAX)
     }
 
     /// Looks `key` up for a request with `fingerprint`, claiming it if it is free.
@@ -331,14 +391,15 @@ impl IdempotencyStore {
                     if existing.fingerprint != fingerprint {
                         return Begin::Mismatch;
                     }
-                    return match &existing.state {
+                    let outcome = existing.outcome;
+                    return match &existing.kept {
                         None => Begin::InUse,
-                        Some(resp) => match resp.materialized() {
+                        Some(kept) => match kept.materialized() {
                             Some(bytes) => {
-                                existing.state = Some(bytes.clone());
-                                Begin::Replay(bytes)
+                                existing.kept = Some(bytes.clone());
+                                Begin::Replay(StoredResponse::from_kept(outcome, bytes))
                             }
-                            None => Begin::Replay(resp.clone()),
+                            None => Begin::Replay(StoredResponse::from_kept(outcome, kept.clone())),
                         },
                     };
                 }
@@ -401,12 +462,17 @@ impl IdempotencyStore {
         created: i64,
     ) -> u32 {
         let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (outcome, kept) = match state.map(StoredResponse::kept) {
+            Some((outcome, kept)) => (outcome, Some(kept)),
+            None => (Outcome::default(), None),
+        };
         let entry = Entry {
             api_key: api_key.clone(),
             key: key.clone(),
             record: Record {
                 fingerprint,
-                state,
+                outcome,
+                kept,
                 created,
                 token,
             },
@@ -460,7 +526,10 @@ impl IdempotencyStore {
             return;
         }
         match response {
-            Some(resp) => record.state = Some(resp),
+            Some(resp) => {
+                let (outcome, kept) = resp.kept();
+                (record.outcome, record.kept) = (outcome, Some(kept));
+            }
             None => shard.remove(hash, position),
         }
     }
@@ -576,12 +645,19 @@ mod tests {
         assert_eq!(replayed_status(&s, later), Some(200), "an expired key is replaced");
     }
 
-    /// A stored key is its entry in a shard's slab: 88 bytes, its endpoint two of them.
+    /// A stored key is its entry in a shard's slab: 80 bytes, its endpoint two of them,
+    /// its response's status and flag two more.
     #[test]
     fn an_entry_is_compact() {
         assert_eq!(std::mem::size_of::<Fingerprint>(), 18);
         let n = std::mem::size_of::<Option<Entry>>();
-        assert!(n <= 88, "an entry is {n} bytes");
+        assert!(n <= 80, "an entry is {n} bytes");
+        for status in [200, 402, 409, 429, 500, 999] {
+            for retry in [None, Some(false), Some(true)] {
+                let outcome = Outcome::of(status, retry);
+                assert_eq!((outcome.status(), outcome.should_retry()), (status, retry));
+            }
+        }
         assert!(EndpointTag::of("/v1/charges").is("/v1/charges"));
         assert!(!EndpointTag::of("/v1/charges").is("/v1/customers"));
     }
