@@ -541,7 +541,7 @@ async fn updates_under_a_charges_path_survive_a_crash() {
     // recovers to the same state.
     let log = dir.join("fauxpay.log");
     let binary = std::fs::read(&log).unwrap();
-    assert_eq!(binary[8..12], 4u32.to_le_bytes(), "this fauxpay writes schema 4");
+    assert_eq!(binary[8..12], 5u32.to_le_bytes(), "this fauxpay writes schema 5");
     let mut old = rewrite_frames(&binary, |record| Some(record.to_json()));
     old[8..12].copy_from_slice(&3u32.to_le_bytes());
     assert!(old.len() > binary.len(), "JSON commits take more room than binary ones");
@@ -553,13 +553,13 @@ async fn updates_under_a_charges_path_survive_a_crash() {
         server.startup
     );
     assert_eq!(state(&client, &server.url).await, recovered);
-    // Opened by this fauxpay, the old log is schema 4 and goes on in binary: JSON writes
+    // Opened by this fauxpay, the old log is schema 5 and goes on in binary: JSON writes
     // then binary ones, read back together.
     let (later, _) = pay(&client, &server.url, "two-ids-2").await.unwrap();
     let mixed = state(&client, &server.url).await;
     server.terminate();
     let log_now = std::fs::read(&log).unwrap();
-    assert_eq!(log_now[8..12], 4u32.to_le_bytes());
+    assert_eq!(log_now[8..12], 5u32.to_le_bytes());
     assert!(
         log_now[12..].starts_with(&old[12..]) && log_now.len() > old.len(),
         "the JSON writes kept, binary ones after them"
@@ -569,6 +569,51 @@ async fn updates_under_a_charges_path_survive_a_crash() {
     assert_eq!(state(&client, &server.url).await, mixed);
     let (_, intent) = get(&client, &server.url, &format!("/v1/payment_intents/{later}")).await;
     assert_eq!(intent["status"], "succeeded");
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A log a fauxpay of schema 4 wrote (`tests/fixtures/schema4`: two keyed payments, a
+/// decline, a manual capture and a refund, each event id drawn on its own) recovers to
+/// the state that fauxpay served before it stopped, event ids included; this fauxpay
+/// then goes on writing schema 5 (a request's event ids derived from its first) after
+/// the old records, and the mixed log recovers too.
+#[tokio::test]
+async fn a_schema_4_log_recovers_to_the_state_its_fauxpay_served() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema4");
+    let old = std::fs::read(fixtures.join("fauxpay.log")).unwrap();
+    assert_eq!(old[8..12], 4u32.to_le_bytes(), "the fixture is schema 4");
+    let served: Vec<Value> = serde_json::from_slice(&std::fs::read(fixtures.join("state.json")).unwrap()).unwrap();
+    let dir = data_dir("schema4");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("fauxpay.log"), &old).unwrap();
+    let client = client();
+    let server = start_async(&dir, &[]).await;
+    assert!(
+        server.startup.contains("recovered 6 records") && !server.startup.contains("WARN"),
+        "{}",
+        server.startup
+    );
+    assert_eq!(state(&client, &server.url).await, served);
+    let (later, _) = pay(&client, &server.url, "schema5-1").await.unwrap();
+    let mixed = state(&client, &server.url).await;
+    server.terminate();
+    let log = std::fs::read(dir.join("fauxpay.log")).unwrap();
+    assert_eq!(log[8..12], 5u32.to_le_bytes());
+    assert!(log[12..].starts_with(&old[12..]), "the old records kept as they were");
+    let server = start_async(&dir, &[]).await;
+    assert!(!server.startup.contains("WARN"), "{}", server.startup);
+    assert_eq!(state(&client, &server.url).await, mixed);
+    let (_, events) = get(&client, &server.url, "/v1/events?limit=3").await;
+    let ours: Vec<_> = events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["data"]["object"]["id"] == later.as_str() || e["data"]["object"]["payment_intent"] == later.as_str()
+        })
+        .collect();
+    assert_eq!(ours.len(), 3, "the new payment's three events: {events}");
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,10 +56,12 @@ fn record(i: usize) -> Vec<u8> {
         fault: None,
         decline: None,
         origin: Some("http://127.0.0.1:12111".into()),
-        tokens: (0..6).map(|t| [i as u64 * 7 + t + 1, u64::MAX - i as u64]).collect(),
+        // What a create-and-confirm draws: its three events' ids are one draw.
+        tokens: (0..4).map(|t| [i as u64 * 7 + t + 1, u64::MAX - i as u64]).collect(),
         attempt: Some(1),
         injected_status: None,
         status: Some(200),
+        derived_event_ids: true,
     }))
     .to_bytes()
 }

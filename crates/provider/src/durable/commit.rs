@@ -81,6 +81,8 @@ pub fn execute_logged(
                 attempt: counted,
                 injected_status,
                 status: Some(status_of(&result)),
+                // A live request derives them ([`EventId::nth`](crate::stripe::ids::EventId::nth)).
+                derived_event_ids: true,
             })),
             touched,
             ledger_seq,

@@ -24,10 +24,12 @@ use super::record::Record;
 pub const LOG_FILE: &str = "fauxpay.log";
 /// The schema this fauxpay writes and reads; a newer one is refused. Version 2 added the
 /// `retired` record, version 3 the `totals` record a compacted log holds, version 4
-/// writes commits in binary ([`Record`]); an older log is read as it is and marked with
+/// writes commits in binary ([`Record`]), version 5 derives a request's event ids after
+/// the first (its commits say so: a log's older commits replay as they were drawn); an
+/// older log is read as it is and marked with
 /// this version once read to its end (so that an older fauxpay refuses it rather than
 /// read a record it does not know, and can still open one this fauxpay did not start on).
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 /// Where compaction writes the log's next version before it takes the log's place (a
 /// leftover one, from a crash during compaction, is removed when the log is opened).
 pub const COMPACTING_FILE: &str = "fauxpay.log.compacting";

@@ -11,8 +11,11 @@ use crate::stripe::ids::{RequestId, Token};
 use crate::stripe::params::packed::Packed;
 use crate::stripe::params::{as_json, Params};
 
-/// The first bytes of a binary commit record (its layout's version 1): no JSON starts so.
+/// The first bytes of a binary commit record: no JSON starts so. The second says whether
+/// its scopes' event ids after the first were derived ([`Commit::derived_event_ids`]).
 const PACKED_COMMIT: [u8; 2] = [0xFA, 0x01];
+/// [`PACKED_COMMIT`] of a commit whose scopes derived their event ids (schema 5).
+const PACKED_COMMIT_DERIVED: [u8; 2] = [0xFA, 0x02];
 /// [`Record::Reset`] as written: the only record that is a JSON string.
 const RESET: &[u8] = b"\"reset\"";
 
@@ -111,6 +114,12 @@ pub struct Commit {
     /// can tell a write that now ends otherwise. Absent in logs from before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// Whether the events its request made in one scope took their ids from the first
+    /// (`EventId::nth`, schema 5 on): `tokens` then holds the first's alone. False in
+    /// logs written before, where each was drawn; recovery replays such a commit with
+    /// every event id drawn again (`ids::with_drawn_event_ids`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub derived_event_ids: bool,
 }
 
 /// A request id as its text (`req_…`) in JSON.
@@ -191,16 +200,16 @@ impl Record {
     /// tail; precise, so that a frame's own bytes seldom pass for the start of another.
     pub fn may_start(size: u32, prefix: [u8; 2]) -> bool {
         match prefix {
-            [b'{', b'"'] | PACKED_COMMIT => true,
+            [b'{', b'"'] | PACKED_COMMIT | PACKED_COMMIT_DERIVED => true,
             [b'"', b'r'] => size == RESET.len() as u32,
             _ => false,
         }
     }
 
-    /// For a write's record, whether it is binary (schema 4) or JSON (schema 3 and
+    /// For a write's record, whether it is binary (schema 4 on) or JSON (schema 3 and
     /// before); `None` for any other record.
     pub fn commit_is_binary(payload: &[u8]) -> Option<bool> {
-        if payload.starts_with(&PACKED_COMMIT) {
+        if payload.starts_with(&PACKED_COMMIT) || payload.starts_with(&PACKED_COMMIT_DERIVED) {
             Some(true)
         } else {
             payload.starts_with(b"{\"commit\"").then_some(false)
@@ -223,8 +232,12 @@ impl Record {
 
     /// Reads a record written by [`Record::to_bytes`] or [`Record::to_json`].
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, RecordError> {
-        match bytes.strip_prefix(&PACKED_COMMIT) {
-            Some(packed) => Commit::unpacked(packed).map(|c| Record::Commit(Box::new(c))),
+        let (derived, packed) = match bytes.strip_prefix(&PACKED_COMMIT_DERIVED) {
+            Some(packed) => (true, Some(packed)),
+            None => (false, bytes.strip_prefix(&PACKED_COMMIT)),
+        };
+        match packed {
+            Some(packed) => Commit::unpacked(packed, derived).map(|c| Record::Commit(Box::new(c))),
             None => Ok(serde_json::from_slice(bytes)?),
         }
     }
@@ -279,7 +292,8 @@ fn tokens_of(bytes: &[u8]) -> Result<Vec<[u64; 2]>, RecordError> {
 }
 
 impl Commit {
-    /// The binary record: [`PACKED_COMMIT`], then the commit in postcard.
+    /// The binary record: [`PACKED_COMMIT`] (or [`PACKED_COMMIT_DERIVED`]), then the
+    /// commit in postcard.
     fn packed(&self) -> Vec<u8> {
         let (fingerprint, tokens) = (token_bytes(&self.fingerprint), token_bytes(&self.tokens));
         let packed = PackedCommit {
@@ -307,11 +321,16 @@ impl Commit {
             status: self.status,
         };
         // Infallible: every field serializes, into a growing Vec.
-        postcard::to_extend(&packed, PACKED_COMMIT.to_vec()).unwrap_or_default()
+        let tag = match self.derived_event_ids {
+            true => PACKED_COMMIT_DERIVED,
+            false => PACKED_COMMIT,
+        };
+        postcard::to_extend(&packed, tag.to_vec()).unwrap_or_default()
     }
 
-    /// [`Commit::packed`] read back (after its first two bytes), all of it.
-    fn unpacked(bytes: &[u8]) -> Result<Self, RecordError> {
+    /// [`Commit::packed`] read back (after its first two bytes, which said whether its
+    /// event ids were `derived`), all of it.
+    fn unpacked(bytes: &[u8], derived: bool) -> Result<Self, RecordError> {
         let bad = |e: postcard::Error| RecordError::Packed(e.to_string());
         let (p, rest): (PackedCommit<'_>, _) = postcard::take_from_bytes(bytes).map_err(bad)?;
         if !rest.is_empty() {
@@ -340,6 +359,7 @@ impl Commit {
             attempt: p.attempt,
             injected_status: p.injected_status,
             status: p.status,
+            derived_event_ids: derived,
         })
     }
 }
@@ -369,6 +389,7 @@ impl Commit {
             attempt: None,
             injected_status: None,
             status: None,
+            derived_event_ids: true,
         }
     }
 }
@@ -392,6 +413,12 @@ mod tests {
                 attempt: Some(2),
                 injected_status: Some(500),
                 status: Some(402),
+                ..Commit::example()
+            })),
+            // As a fauxpay before schema 5 wrote it: every event id drawn.
+            Record::Commit(Box::new(Commit {
+                tokens: vec![[3, 4], [5, 6], [7, 8]],
+                derived_event_ids: false,
                 ..Commit::example()
             })),
             Record::Attempt {

@@ -394,10 +394,17 @@ impl<'a> Replay<'a> {
                 .faults
                 .restore_attempt(identity, n, self.now, self.age(c.at_ms));
         }
+        let derived = c.derived_event_ids;
         let run = || {
-            ids::scripted(Some(c.tokens), || {
-                clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
-            })
+            let replay = || {
+                ids::scripted(Some(c.tokens), || {
+                    clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
+                })
+            };
+            match derived {
+                true => replay(),
+                false => ids::with_drawn_event_ids(replay),
+            }
         };
         let ((result, _), touched) = match self.trace {
             true => trace::touched(run),

@@ -24,6 +24,24 @@ enum Script {
 
 thread_local! {
     static SCRIPT: std::cell::RefCell<Script> = const { std::cell::RefCell::new(Script::Off) };
+    /// Whether every event id is drawn (see [`with_drawn_event_ids`]).
+    static DRAWN_EVENT_IDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every event id drawn, one draw each, as a fauxpay before data dir
+/// schema 5 made them: recovery replays a write of such a log under it, so that the
+/// tokens its record lists are drawn where they were. Otherwise an event made in a
+/// scope after its first takes its id from the first ([`EventId::nth`]), with no draw.
+pub fn with_drawn_event_ids<R>(f: impl FnOnce() -> R) -> R {
+    let before = DRAWN_EVENT_IDS.replace(true);
+    let result = f();
+    DRAWN_EVENT_IDS.set(before);
+    result
+}
+
+/// Whether this thread runs under [`with_drawn_event_ids`].
+pub fn event_ids_drawn() -> bool {
+    DRAWN_EVENT_IDS.get()
 }
 
 /// Runs `f` (a synchronous operation) with its tokens scripted: with `replay = None`
@@ -176,6 +194,18 @@ impl Token {
         let first = mix(self.0.get() ^ salt);
         let second = mix(self.1 ^ salt.rotate_left(32) ^ first);
         Token(NonZeroU64::new(first).unwrap_or(NonZeroU64::MIN), second)
+    }
+
+    /// The `n`th token of a run that starts at this one (the 0th is itself): derived
+    /// ([`Token::derived`]), in this token's group.
+    pub fn nth_in_group(&self, n: u32) -> Token {
+        if n == 0 {
+            return *self;
+        }
+        /// Salts the places of a run apart from every other derived token's.
+        const RUN: u64 = 0x6576_656e_7473_0000;
+        let Token(first, second) = self.derived(RUN | u64::from(n));
+        Token(first, (second & !GROUP_MASK) | (self.1 & GROUP_MASK))
     }
 
     /// The 24 characters, on the stack.
@@ -334,6 +364,15 @@ id_type!(
     /// An event's id (`evt_…`).
     EventId, "evt_"
 );
+
+impl EventId {
+    /// The id of the `n`th event of a scope whose first event is `self` (the 0th is
+    /// `self`): derived, in the same group, so that a request's events store their first
+    /// id alone and draw it alone.
+    pub fn nth(&self, n: u32) -> Self {
+        Self(self.0.nth_in_group(n))
+    }
+}
 id_type!(
     /// A webhook endpoint's id (`we_…`).
     WebhookEndpointId, "we_"

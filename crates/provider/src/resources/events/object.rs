@@ -112,11 +112,10 @@ pub enum View {
     IntentAsCreated,
 }
 
-/// What one event holds of its own: 40 bytes, so that a request's three events and their
-/// [`Head`] fill one 160-byte block.
+/// What one event holds of its own: 24 bytes (its id is its batch's first, [`EventId::nth`]),
+/// so that a request's three events and what they share fill one 128-byte block.
 #[derive(Debug)]
 struct Entry {
-    id: EventId,
     /// The object as it was when the event happened (see `view`).
     object: Snapshot,
     /// Unix seconds (as `u32`, good until 2106; see [`Event::created`]).
@@ -163,19 +162,50 @@ struct Head {
     idempotency_key: Option<IdempotencyKey>,
 }
 
+/// What a batch's events share: their cause, and the first one's id, from which each
+/// other's is derived ([`EventId::nth`] of its place).
+#[derive(Debug)]
+struct Shared {
+    head: Head,
+    first: EventId,
+}
+
+/// An event's id as a scope made it: the id of the scope's first event, and the event's
+/// place among the scope's events (its id is `first.nth(place)`). An id drawn on its own
+/// is the first of its own run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    pub first: EventId,
+    pub place: u32,
+}
+
+impl Drawn {
+    pub fn id(&self) -> EventId {
+        self.first.nth(self.place)
+    }
+}
+
+impl From<EventId> for Drawn {
+    fn from(id: EventId) -> Self {
+        Self { first: id, place: 0 }
+    }
+}
+
 /// An event made and not stored yet ([`Batch::take_run`] stores it with the events its
 /// request made beside it).
 #[derive(Debug)]
 pub struct Draft {
     entry: Entry,
     head: Head,
+    drawn: Drawn,
 }
 
 /// The events one request stored together (1 to [`MAX_ROW`]), in one allocation behind a
-/// one-word pointer, each found by its own id ([`Row`]): one row of the events table
-/// when their ids were drawn in one group (a scope's are), else a row each.
+/// one-word pointer, each found by its own id ([`Row`]): the events of one scope, in the
+/// order their ids were made, the first's id stored and the others' derived from it; one
+/// row of the events table (a scope's ids are in one group).
 #[derive(Clone)]
-pub struct Batch(ThinArc<Head, Entry>);
+pub struct Batch(ThinArc<Shared, Entry>);
 
 /// One stored event: its batch and its place in it.
 #[derive(Clone)]
@@ -194,10 +224,11 @@ pub struct Cause {
 }
 
 impl Draft {
-    /// An event `id` of `kind` about `object` (written through `view`), with `previous`,
-    /// the object before an update, and `pending` webhook endpoints to acknowledge it.
+    /// An event `id` (an [`EventId`], or its place in a scope) of `kind` about `object`
+    /// (written through `view`), with `previous`, the object before an update, and
+    /// `pending` webhook endpoints to acknowledge it.
     pub fn new(
-        id: EventId,
+        id: impl Into<Drawn>,
         kind: EventType,
         (object, view): (Reply, View),
         previous: Option<Reply>,
@@ -211,7 +242,6 @@ impl Draft {
         } = cause;
         Self {
             entry: Entry {
-                id,
                 kind,
                 created: u32::try_from(created.max(0)).unwrap_or(u32::MAX),
                 object: match previous {
@@ -225,6 +255,7 @@ impl Draft {
                 request_id,
                 idempotency_key,
             },
+            drawn: id.into(),
         }
     }
 
@@ -237,19 +268,39 @@ impl Draft {
 impl Batch {
     /// `draft` alone.
     pub fn one(draft: Draft) -> Self {
-        Batch(ThinArc::from_header_and_iter(draft.head, std::iter::once(draft.entry)))
+        let shared = Shared {
+            first: draft.drawn.id(),
+            head: draft.head,
+        };
+        Batch(ThinArc::from_header_and_iter(shared, std::iter::once(draft.entry)))
     }
 
     /// Takes the first events of `drafts` that one request made (at most [`MAX_ROW`]) out
-    /// as one batch, in order, handing what goes with each (`W`) to `with`.
+    /// as one batch, in order, handing what goes with each (`W`) to `with`: the events of
+    /// one scope from its first on, in the order of their places ([`Drawn`]); an event
+    /// that does not follow (a scope closed early, ids each drawn) is a batch alone.
     pub fn take_run<W>(drafts: &mut Vec<(Draft, W)>, mut with: impl FnMut(W)) -> Option<Self> {
-        let head = drafts.first()?.0.head.clone();
-        let n = drafts.iter().take(MAX_ROW).take_while(|(d, _)| d.head == head).count();
+        let (head, drawn) = drafts.first().map(|(d, _)| (d.head.clone(), d.drawn))?;
+        let n = match drawn.place {
+            0 => drafts
+                .iter()
+                .take(MAX_ROW)
+                .enumerate()
+                .take_while(|(i, (d, _))| {
+                    d.head == head && d.drawn.first == drawn.first && d.drawn.place as usize == *i
+                })
+                .count(),
+            _ => 1,
+        };
         let entries = drafts.drain(..n).map(|(draft, w)| {
             with(w);
             draft.entry
         });
-        Some(Batch(ThinArc::from_header_and_iter(head, entries)))
+        let shared = Shared {
+            head,
+            first: drawn.id(),
+        };
+        Some(Batch(ThinArc::from_header_and_iter(shared, entries)))
     }
 
     /// Its events.
@@ -267,7 +318,12 @@ impl Batch {
     }
 
     fn head(&self) -> &Head {
-        &self.0.header.header
+        &self.0.header.header.head
+    }
+
+    /// The id of its event `at`.
+    fn id_at(&self, at: usize) -> EventId {
+        self.0.header.header.first.nth(at as u32)
     }
 
     /// Whether `self` and `other` are one allocation.
@@ -287,7 +343,7 @@ impl Row for Batch {
         self.event_count()
     }
     fn key_at(&self, i: usize) -> EventId {
-        self.entries()[i].id
+        self.id_at(i)
     }
     fn item(&self, i: usize) -> Event {
         self.event(i)
@@ -302,6 +358,7 @@ impl Row for Batch {
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Event")
+            .field("id", &self.id())
             .field("entry", self.entry())
             .field("head", self.batch.head())
             .finish()
@@ -319,7 +376,7 @@ impl Event {
     }
 
     pub fn id(&self) -> EventId {
-        self.entry().id
+        self.batch.id_at(self.at)
     }
 
     pub fn kind(&self) -> EventType {
@@ -623,14 +680,15 @@ mod batches {
     use super::tests::anonymous;
     use super::*;
 
-    fn draft(request: Option<RequestId>, n: u32) -> (Draft, u32) {
+    /// Event `n` of `request`, the `place`th of a scope whose first id is `first`.
+    fn draft((request, first): (Option<RequestId>, EventId), place: u32, n: u32) -> (Draft, u32) {
         let cause = Cause {
             request_id: request,
             ..anonymous(1)
         };
         let object = Reply::Json(Box::default());
         let draft = Draft::new(
-            EventId::generate(),
+            Drawn { first, place },
             EventType::ChargeSucceeded,
             (object, View::AsIs),
             None,
@@ -640,21 +698,28 @@ mod batches {
         (draft, n)
     }
 
-    /// A run is one request's consecutive events, at most `MAX_ROW`, each with what goes
-    /// with it, in order.
+    /// A run is one scope's consecutive events from its first, at most `MAX_ROW`, each
+    /// with what goes with it, in order; an event that does not follow its run's last is
+    /// a batch alone.
     #[test]
-    fn runs_are_one_requests_consecutive_events() {
-        let (a, b) = (Some(RequestId::generate()), Some(RequestId::generate()));
-        let mut drafts = vec![draft(a, 1), draft(a, 2), draft(b, 3), draft(a, 4)];
-        drafts.extend((5..=14).map(|n| draft(b, n)));
-        let ids: Vec<EventId> = drafts.iter().map(|(d, _)| d.entry.id).collect();
+    fn runs_are_one_scopes_consecutive_events() {
+        let scope = |request| (Some(request), EventId::generate());
+        let (a, b, c) = (
+            scope(RequestId::generate()),
+            scope(RequestId::generate()),
+            scope(RequestId::generate()),
+        );
+        let mut drafts = vec![draft(a, 0, 1), draft(a, 1, 2), draft(b, 0, 3), draft(a, 2, 4)];
+        drafts.extend((5..=14).map(|n| draft(c, n - 5, n)));
+        let ids: Vec<EventId> = drafts.iter().map(|(d, _)| d.drawn.id()).collect();
         let (mut runs, mut withs) = (Vec::new(), Vec::new());
         while let Some(batch) = Batch::take_run(&mut drafts, |n| withs.push(n)) {
             runs.push(batch);
         }
         assert_eq!(
             runs.iter().map(Batch::event_count).collect::<Vec<_>>(),
-            [2, 1, 1, MAX_ROW, 2]
+            [2, 1, 1, MAX_ROW, 1, 1],
+            "a scope past MAX_ROW goes on in batches of one"
         );
         assert_eq!(withs, (1..=14).collect::<Vec<_>>());
         let stored: Vec<EventId> = runs
@@ -662,8 +727,12 @@ mod batches {
             .flat_map(|b| (0..b.event_count()).map(|i| b.event(i).id()))
             .collect();
         assert_eq!(stored, ids, "in order");
-        assert_eq!(runs[0].event(1).request_id(), a);
-        assert_eq!(runs[1].event(0).request_id(), b);
+        assert_eq!(runs[0].event(1).request_id(), a.0);
+        assert_eq!(runs[1].event(0).request_id(), b.0);
+        assert_eq!(ids[1], a.1.nth(1), "derived from the scope's first");
+        assert_ne!(ids[1], ids[0]);
+        assert!(ids.iter().all(|id| EventId::parse(&id.as_str()) == Some(*id)));
+        assert_eq!(ids[4].token().group(), c.1.token().group(), "in the first's group");
         assert!(runs[0].event(0).batch().same(runs[0].event(1).batch()));
         assert!(!runs[0].same(&runs[1]));
     }
@@ -674,17 +743,17 @@ mod size {
     use super::*;
 
     /// An event is a small fixed record (its object a shared pointer, never a copy), and
-    /// a request's three events with what they share fill one 160-byte block: the
-    /// allocator's size classes go 128, 160, 192.
+    /// a request's three events with what they share fill one 128-byte block: the
+    /// allocator's size classes go 112, 128, 160.
     #[test]
     fn a_requests_events_share_one_block() {
         assert_eq!(std::mem::size_of::<Snapshot>(), std::mem::size_of::<Reply>());
         let entry = std::mem::size_of::<Entry>();
-        let head = std::mem::size_of::<Head>();
-        assert!(entry <= 40, "Entry is {entry} bytes");
-        // The count, the head, the length, then the events.
-        let three = 8 + head + 8 + 3 * entry;
-        assert!(three <= 160, "three events take {three} bytes");
+        let shared = std::mem::size_of::<Shared>();
+        assert!(entry <= 24, "Entry is {entry} bytes");
+        // The count, what they share, the length, then the events.
+        let three = 8 + shared + 8 + 3 * entry;
+        assert!(three <= 128, "three events take {three} bytes");
         assert_eq!(std::mem::size_of::<Batch>(), 8, "a row points with one word");
         assert_eq!(std::mem::size_of::<Event>(), 16);
     }

@@ -18,13 +18,13 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
-use super::object::{Batch, Cause, Draft, Event, EventType, View};
+use super::object::{Batch, Cause, Draft, Drawn, Event, EventType, View};
 use crate::fault_injection::attempt::Attempt;
 use crate::reply::Reply;
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock::now_unix;
 use crate::state::table::Table;
-use crate::stripe::ids::EventId;
+use crate::stripe::ids::{self, EventId};
 
 /// Receives every stored event with the endpoints it is to be delivered to.
 pub trait Publisher: Send + Sync {
@@ -58,9 +58,31 @@ pub type Deferred = (Event, Vec<Arc<WebhookEndpoint>>);
 type Pending = (Draft, Vec<Arc<WebhookEndpoint>>);
 
 /// The events emitted on this thread inside an [`Opened`] scope, in order, the store (its
-/// address) whose scope holds them (another store's events are not held), and the group
-/// their ids are drawn in (the opened event's: stored together, they are one row).
-type Held = (usize, usize, Vec<Pending>);
+/// address) whose scope holds them (another store's events are not held), and how their
+/// ids are made: from the scope's first id, each the next place (stored together they
+/// are one batch and one row, the first id alone stored).
+struct Held {
+    store: usize,
+    first: EventId,
+    next: u32,
+    events: Vec<Pending>,
+}
+
+impl Held {
+    /// The next event's id: its place after the scope's first (drawn on its own in the
+    /// first's group, one draw, while replaying a log written before schema 5).
+    fn draw(&mut self) -> Drawn {
+        if ids::event_ids_drawn() {
+            return EventId::generate_in(self.first.token().group()).into();
+        }
+        let drawn = Drawn {
+            first: self.first,
+            place: self.next,
+        };
+        self.next += 1;
+        drawn
+    }
+}
 
 thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
@@ -79,7 +101,7 @@ fn cause(attempt: &Attempt) -> Cause {
 
 /// An event's id, time and cause, drawn by [`Events::open`].
 struct Opening {
-    id: EventId,
+    id: Drawn,
     kind: EventType,
     cause: Cause,
     wanted: Vec<Arc<WebhookEndpoint>>,
@@ -114,8 +136,17 @@ impl Opened<'_> {
 impl Drop for Opened<'_> {
     fn drop(&mut self) {
         let mut held = HELD
-            .with_borrow_mut(|held| std::mem::replace(held, self.outer.take()))
-            .map(|(_, _, held)| held)
+            .with_borrow_mut(|held| {
+                let inner = std::mem::replace(held, self.outer.take());
+                // An enclosing scope's next event takes the place after this one's.
+                if let (Some(outer), Some(inner)) = (held.as_mut(), &inner) {
+                    if outer.first == inner.first {
+                        outer.next = outer.next.max(inner.next);
+                    }
+                }
+                inner
+            })
+            .map(|held| held.events)
             .unwrap_or_default();
         if let Some(closed) = self.closed.take() {
             held.insert(0, closed);
@@ -190,7 +221,7 @@ impl Events {
     /// Stores an event of `kind` about `object` (with `previous`, the object before an
     /// update), caused by `attempt`, and publishes it (or, inside an [`Opened`] scope on
     /// this thread, holds it back until the scope's own event is stored).
-    /// Inside a scope, the event's id is drawn in the scope's group.
+    /// Inside a scope, the event's id is the scope's next ([`Held::draw`]).
     pub fn emit(&self, kind: EventType, object: Reply, previous: Option<Reply>, attempt: &Attempt) {
         let wanted = self.wanted(kind);
         let id = self.next_id();
@@ -215,8 +246,13 @@ impl Events {
         let id = self.next_id();
         let cause = cause(attempt);
         let wanted = self.wanted(kind);
-        let group = id.token().group();
-        let outer = HELD.with_borrow_mut(|held| held.replace((self.address(), group, SPARE.take())));
+        let scope = Held {
+            store: self.address(),
+            first: id.first,
+            next: id.place + 1,
+            events: SPARE.take(),
+        };
+        let outer = HELD.with_borrow_mut(|held| held.replace(scope));
         Opened {
             events: self,
             outer,
@@ -245,11 +281,11 @@ impl Events {
         }
     }
 
-    /// A new event's id: inside an [`Opened`] scope of this store, drawn in the scope's
-    /// group (the scope's events are stored together, one row).
-    fn next_id(&self) -> EventId {
-        self.held(|group, _| group)
-            .map_or_else(EventId::generate, EventId::generate_in)
+    /// A new event's id: inside an [`Opened`] scope of this store, the scope's next
+    /// ([`Held::draw`]: the scope's events are stored together, one batch and one row);
+    /// else drawn.
+    fn next_id(&self) -> Drawn {
+        self.held(Held::draw).unwrap_or_else(|| EventId::generate().into())
     }
 
     /// This store's identity in [`HELD`].
@@ -257,11 +293,11 @@ impl Events {
         self as *const Self as usize
     }
 
-    /// `f` of the group and the events held back by the [`Opened`] scope of this store
-    /// open on this thread; `None` when there is none.
-    fn held<R>(&self, f: impl FnOnce(usize, &mut Vec<Pending>) -> R) -> Option<R> {
+    /// `f` of the [`Opened`] scope of this store open on this thread; `None` when there
+    /// is none.
+    fn held<R>(&self, f: impl FnOnce(&mut Held) -> R) -> Option<R> {
         HELD.with_borrow_mut(|held| match held {
-            Some((scope, group, held)) if *scope == self.address() => Some(f(*group, held)),
+            Some(scope) if scope.store == self.address() => Some(f(scope)),
             _ => None,
         })
     }
@@ -270,7 +306,7 @@ impl Events {
     /// open on this thread.
     fn store_or_hold(&self, event: Draft, wanted: Vec<Arc<WebhookEndpoint>>) {
         let mut pending = Some((event, wanted));
-        if self.held(|_, held| held.extend(pending.take())).is_none() {
+        if self.held(|scope| scope.events.extend(pending.take())).is_none() {
             if let Some((event, wanted)) = pending {
                 let owed = match wanted.is_empty() {
                     true => Vec::new(),
@@ -284,7 +320,7 @@ impl Events {
     /// Stores `events` (emptying it) as batches of one request's consecutive events, or
     /// hands them to the enclosing [`Opened`] scope of this store on this thread.
     fn store_or_hold_all(&self, events: &mut Vec<Pending>) {
-        if self.held(|_, held| held.append(events)).is_some() {
+        if self.held(|scope| scope.events.append(events)).is_some() {
             return;
         }
         loop {
