@@ -46,7 +46,7 @@ const ENTRIES: u8 = 0xFF;
 const ORDER_ID: &str = "order_id";
 
 impl Metadata {
-    pub fn new() -> Self {
+    pub const fn new() -> Self {
         Self(None)
     }
 
