@@ -202,9 +202,7 @@ impl PaymentFilter {
         (self.status.is_empty() || status == self.status)
             && (self.q.is_empty()
                 || ch.id.as_str().contains(self.q.as_str())
-                || ch
-                    .payment_intent()
-                    .is_some_and(|p| p.as_str().contains(self.q.as_str()))
+                || ch.payment_intent.is_some_and(|p| p.as_str().contains(self.q.as_str()))
                 || ch
                     .correlation_id
                     .as_ref()
@@ -263,7 +261,7 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
         ObjectId::Intent(pi) => (Some(app.payments.intents.get(&pi)?), None),
         ObjectId::Charge(ch) => {
             let charge = app.payments.charges.get(&ch)?;
-            let intent = charge.payment_intent().and_then(|pi| app.payments.intents.get(&pi));
+            let intent = charge.payment_intent.and_then(|pi| app.payments.intents.get(&pi));
             (intent, Some(charge))
         }
         _ => return None,
@@ -273,7 +271,7 @@ pub fn payment(app: &Provider, id: &str) -> Option<PaymentView> {
         Some(pi) => {
             app.payments
                 .charges
-                .page(Cursor::Start, MAX_ROWS, |c| c.payment_intent() == Some(pi))
+                .page(Cursor::Start, MAX_ROWS, |c| c.payment_intent == Some(pi))
                 .items
         }
         None => charge.into_iter().collect(),

@@ -207,7 +207,7 @@ impl LedgerRecord {
 
     pub fn payment_intent(&self) -> Option<PaymentIntentId> {
         match self.moved() {
-            MovedRef::Charge(c) => c.payment_intent(),
+            MovedRef::Charge(c) => c.payment_intent,
             MovedRef::Refund(r) => r.payment_intent,
         }
     }

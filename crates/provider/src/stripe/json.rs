@@ -46,7 +46,7 @@ const ENTRIES: u8 = 0xFF;
 const ORDER_ID: &str = "order_id";
 
 impl Metadata {
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
         Self(None)
     }
 

@@ -228,7 +228,7 @@ pub fn payments(list: &PaymentList, filter: &PaymentFilter) -> Markup {
                     td { (money(ch.amount, ch.currency.code())) }
                     td { (money(ch.amount_captured.get(), ch.currency.code())) }
                     td { (money(ch.amount_refunded(), ch.currency.code())) }
-                    td { @if let Some(pi) = ch.payment_intent() { (payment_link(&pi.as_str())) } }
+                    td { @if let Some(pi) = ch.payment_intent { (payment_link(&pi.as_str())) } }
                     td.mono { (ch.correlation_id.as_ref().map_or("", |c| c.as_str())) }
                 } }
             }

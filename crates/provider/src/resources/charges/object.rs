@@ -1,7 +1,5 @@
 //! A charge: its state, what a new one is made of, and its Stripe JSON (written
 //! straight to bytes, and through `Serialize`; a test holds the two to the same bytes).
-//! A payment intent's charge points at the intent as it was when charged, for what the
-//! two share (its id, payment method and metadata), instead of holding copies.
 
 use std::sync::Arc;
 
@@ -9,7 +7,6 @@ use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::resources::payment_intents::object::PaymentIntent;
 use crate::state::rare;
 use crate::state::table::Keyed;
 use crate::stripe::cards::{CardRef, Decline, TestCard};
@@ -30,26 +27,22 @@ pub enum ChargeStatus {
 #[derive(Debug, Clone)]
 pub struct Charge {
     pub id: ChargeId,
-    /// The payment intent it was made for, as it was when charged (the snapshot its
-    /// table held from then: a charge's intent id, payment method and metadata are its
-    /// intent's then); `None` for a charge made by `POST /v1/charges`, which holds its
-    /// own in `rare`.
-    intent: Option<Arc<PaymentIntent>>,
     pub amount: u64,
     pub amount_captured: StoredAmount,
     /// Captured (money moved; `balance_transaction` is then derived from the id).
     pub captured: bool,
     pub created: UnixSeconds,
     pub currency: Currency,
+    pub metadata: Metadata,
+    pub payment_intent: Option<PaymentIntentId>,
+    pub payment_method: Option<PaymentMethodId>,
     pub refunded: bool,
     pub status: ChargeStatus,
     /// The card charged (its place in `CARDS`, one byte; [`Charge::card`]):
     /// `payment_method_details` is written from it.
     card: CardRef,
     /// Its customer, description, decline and refunded amount, which most charges have
-    /// none of, and what an intent's charge reads from its intent (a direct charge's
-    /// payment method and metadata, or metadata updated on the charge): boxed, so that a
-    /// plain charge does not carry their room.
+    /// none of: boxed, so that a plain charge does not carry their room.
     rare: Option<Box<Rare>>,
     pub correlation_id: Option<CorrelationId>,
 }
@@ -61,33 +54,20 @@ struct Rare {
     description: Option<Box<str>>,
     decline: Option<Decline>,
     amount_refunded: u64,
-    /// Its metadata when it is not its intent's: a direct charge's, or set on the charge.
-    metadata: Option<Metadata>,
-    /// A direct charge's payment method.
-    payment_method: Option<PaymentMethodId>,
-}
-
-/// What a charge is made from: a payment intent as it is when charged, or a direct
-/// charge's own payment method and metadata.
-pub enum Origin<'a> {
-    Intent(Arc<PaymentIntent>),
-    Direct {
-        payment_method: Option<PaymentMethodId>,
-        metadata: &'a Metadata,
-    },
 }
 
 /// What a new charge is made of.
 pub struct NewCharge<'a> {
-    pub id: ChargeId,
-    pub origin: Origin<'a>,
     pub amount: u64,
     pub currency: Currency,
     pub card: &'static TestCard,
     /// Why the issuer declines, if it does (the card's own decline, or a forced one).
     pub decline: Option<Decline>,
     pub capture: bool,
+    pub payment_intent: Option<PaymentIntentId>,
+    pub payment_method: Option<PaymentMethodId>,
     pub description: Option<Box<str>>,
+    pub metadata: &'a Metadata,
     pub correlation_id: Option<CorrelationId>,
 }
 
@@ -96,21 +76,16 @@ impl Charge {
     pub fn new(new: NewCharge<'_>) -> Self {
         let ok = new.decline.is_none();
         let captured = ok && new.capture;
-        let (intent, own) = match new.origin {
-            Origin::Intent(intent) => (Some(intent), None),
-            Origin::Direct {
-                payment_method,
-                metadata,
-            } => (None, Some((payment_method, metadata.clone()))),
-        };
         Self {
-            id: new.id,
-            intent,
+            id: ChargeId::generate(),
             amount: new.amount,
             amount_captured: StoredAmount::new(if captured { new.amount } else { 0 }),
             captured,
             created: UnixSeconds::now(),
             currency: new.currency,
+            metadata: new.metadata.clone(),
+            payment_intent: new.payment_intent,
+            payment_method: new.payment_method,
             refunded: false,
             status: if ok {
                 ChargeStatus::Succeeded
@@ -127,61 +102,22 @@ impl Charge {
         .with_rare(|r| {
             r.description = new.description;
             r.decline = new.decline;
-            if let Some((payment_method, metadata)) = own {
-                r.payment_method = payment_method;
-                r.metadata = (!metadata.is_empty()).then_some(metadata);
-            }
         })
     }
 
-    /// The payment intent it was made for, as it was when charged.
-    pub fn intent(&self) -> Option<&Arc<PaymentIntent>> {
-        self.intent.as_ref()
-    }
-
-    /// `payment_intent`.
-    pub fn payment_intent(&self) -> Option<PaymentIntentId> {
-        self.intent.as_ref().map(|i| i.id)
-    }
-
-    /// `payment_method`: its intent's when charged, or a direct charge's own.
-    pub fn payment_method(&self) -> Option<PaymentMethodId> {
-        match &self.intent {
-            Some(intent) => intent.payment_method,
-            None => self.rare.as_ref().and_then(|r| r.payment_method),
-        }
-    }
-
-    /// `metadata`: set on the charge, else its intent's when charged.
-    pub fn metadata(&self) -> &Metadata {
-        static NONE: Metadata = Metadata::new();
-        match (self.rare.as_ref().and_then(|r| r.metadata.as_ref()), &self.intent) {
-            (Some(own), _) => own,
-            (None, Some(intent)) => &intent.metadata,
-            (None, None) => &NONE,
-        }
-    }
-
-    /// Sets `metadata` (the charge's own from then on; an intent's is not changed).
-    pub fn set_metadata(&mut self, metadata: Metadata) {
-        self.change_rare(|r| r.metadata = Some(metadata));
-    }
-
-    /// A captured direct charge of `amount` USD on the Visa test card, for tests.
+    /// A captured charge of `amount` USD on the Visa test card, for tests.
     #[cfg(test)]
     pub fn example(amount: u64) -> Self {
         Self::new(NewCharge {
-            id: ChargeId::generate(),
-            origin: Origin::Direct {
-                payment_method: None,
-                metadata: &Metadata::new(),
-            },
             amount,
             currency: Currency::parse("usd").expect("usd"),
             card: TestCard::resolve("pm_card_visa").expect("the Visa test card"),
             decline: None,
             capture: true,
+            payment_intent: None,
+            payment_method: None,
             description: None,
+            metadata: &Metadata::new(),
             correlation_id: None,
         })
     }
@@ -297,7 +233,7 @@ impl Charge {
             out,
             ",\"fraud_details\":{},\"invoice\":null,\"livemode\":false,\"metadata\":",
         );
-        metadata(out, self.metadata());
+        metadata(out, &self.metadata);
         raw(out, ",\"on_behalf_of\":null,\"outcome\":");
         match decline {
             None => raw(
@@ -316,9 +252,9 @@ impl Charge {
         raw(out, ",\"paid\":");
         bool(out, decline.is_none());
         raw(out, ",\"payment_intent\":");
-        opt_plain(out, self.payment_intent().map(|p| p.as_str()).as_deref());
+        opt_plain(out, self.payment_intent.map(|p| p.as_str()).as_deref());
         raw(out, ",\"payment_method\":");
-        opt_plain(out, self.payment_method().map(|p| p.as_str()).as_deref());
+        opt_plain(out, self.payment_method.map(|p| p.as_str()).as_deref());
         raw(out, ",\"payment_method_details\":{\"card\":{\"brand\":");
         plain(out, card.brand);
         raw(
@@ -466,7 +402,7 @@ impl Serialize for Charge {
         o.serialize_field("fraud_details", &Empty {})?;
         o.serialize_field("invoice", &Null)?;
         o.serialize_field("livemode", &false)?;
-        o.serialize_field("metadata", self.metadata())?;
+        o.serialize_field("metadata", &self.metadata)?;
         o.serialize_field("on_behalf_of", &Null)?;
         o.serialize_field(
             "outcome",
@@ -490,8 +426,8 @@ impl Serialize for Charge {
             },
         )?;
         o.serialize_field("paid", &decline.is_none())?;
-        o.serialize_field("payment_intent", &self.payment_intent())?;
-        o.serialize_field("payment_method", &self.payment_method())?;
+        o.serialize_field("payment_intent", &self.payment_intent)?;
+        o.serialize_field("payment_method", &self.payment_method)?;
         o.serialize_field(
             "payment_method_details",
             &PaymentMethodDetails {
@@ -545,26 +481,23 @@ impl Keyed for Arc<Charge> {
 mod size {
     use super::*;
 
-    /// A plain charge carries no room for a customer, description, decline or refund,
-    /// and points at its intent for what the two share: with its `Arc`'s counts it fits
-    /// an 80-byte block (the allocator's classes go 64, 80, 96): its time and captured
-    /// amount four bytes.
+    /// A plain charge carries no room for a customer, description, decline or refund:
+    /// with its `Arc`'s counts it fits a 112-byte block (the allocator's classes go 96,
+    /// 112, 128): its metadata is one word, its time and captured amount four bytes.
     #[test]
     fn a_charge_is_compact_and_keeps_its_rare_fields() {
         let n = std::mem::size_of::<Charge>();
-        assert!(n <= 64, "Charge is {n} bytes");
+        assert!(n <= 96, "Charge is {n} bytes");
         let mut c = Charge::new(NewCharge {
-            id: ChargeId::generate(),
-            origin: Origin::Direct {
-                payment_method: None,
-                metadata: &Metadata::new(),
-            },
             amount: 100,
             currency: Currency::parse("usd").unwrap(),
             card: &crate::stripe::cards::CARDS[0],
             decline: None,
             capture: true,
+            payment_intent: None,
+            payment_method: None,
             description: Some("d".into()),
+            metadata: &Metadata::new(),
             correlation_id: None,
         });
         assert_eq!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::object::{Charge, ChargeStatus, NewCharge, Origin};
+use super::object::{Charge, ChargeStatus, NewCharge};
 use crate::error::ApiError;
 use crate::fault_injection::attempt::Attempt;
 use crate::reply::Reply;
@@ -38,21 +38,16 @@ impl Payments {
         let correlation_id = self.correlation_id(p, attempt);
         metadata.share(correlation_id.as_ref());
         let decline = attempt.decline.clone().or_else(|| card.decline.clone());
-        let description = text(p, "description")?;
-        // Drawn in this order, as they always were: the data dir replays the draws.
-        let payment_method = PaymentMethodId::generate();
         let charge = Charge::new(NewCharge {
-            id: ChargeId::generate(),
-            origin: Origin::Direct {
-                payment_method: Some(payment_method),
-                metadata: &metadata,
-            },
             amount,
             currency,
             card,
             decline: decline.clone(),
             capture,
-            description,
+            payment_intent: None,
+            payment_method: Some(PaymentMethodId::generate()),
+            description: text(p, "description")?,
+            metadata: &metadata,
             correlation_id: correlation_id.clone(),
         });
         let mut entry = self.ledger.entry(correlation_id.as_ref(), &charge.id.as_str());
@@ -82,7 +77,7 @@ impl Payments {
         let unknown = || ApiError::unknown_object("charge", raw_id, "charge");
         let id = ChargeId::parse(raw_id).ok_or_else(unknown)?;
         let current = self.charges.get(&id).ok_or_else(unknown)?;
-        if current.payment_intent().is_some() {
+        if current.payment_intent.is_some() {
             return Err(ApiError::invalid_request(
                 "This charge belongs to a PaymentIntent: capture the PaymentIntent instead.",
                 None,
@@ -163,11 +158,8 @@ impl Payments {
             Reply::Charge,
             attempt,
             |c| {
-                let mut updated = metadata_update(c.metadata(), p)?;
-                if updated != *c.metadata() {
-                    updated.share(c.correlation_id.as_ref());
-                    c.set_metadata(updated);
-                }
+                c.metadata = metadata_update(&c.metadata, p)?;
+                c.metadata.share(c.correlation_id.as_ref());
                 if let Some(d) = description {
                     c.set_description(d);
                 }
@@ -191,7 +183,7 @@ impl Payments {
             p,
             "/v1/charges",
             ChargeId::parse,
-            |c| pi.is_none_or(|pi| c.payment_intent().as_ref().is_some_and(|x| *x.as_str() == *pi)),
+            |c| pi.is_none_or(|pi| c.payment_intent.as_ref().is_some_and(|x| *x.as_str() == *pi)),
             |c| c.to_json(),
         )
     }
@@ -217,11 +209,11 @@ impl Searchable for Charge {
             "created" => Some(self.created.get().to_string()),
             "captured" => Some(self.captured.to_string()),
             "refunded" => Some(self.refunded.to_string()),
-            "payment_intent" => self.payment_intent().map(|p| p.to_string()),
+            "payment_intent" => self.payment_intent.as_ref().map(|p| p.to_string()),
             _ => None,
         }
     }
     fn metadata(&self, key: &str) -> Option<&str> {
-        Charge::metadata(self).get(key)
+        self.metadata.get(key)
     }
 }

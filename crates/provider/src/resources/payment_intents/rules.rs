@@ -16,7 +16,7 @@ use super::object::{CancellationReason, CaptureMethod, IntentStatus, IntentText,
 use crate::error::ApiError;
 use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::reply::Reply;
-use crate::resources::charges::object::{Charge, NewCharge, Origin};
+use crate::resources::charges::object::{Charge, NewCharge};
 use crate::resources::events::object::{EventType, View};
 use crate::resources::setup_intents::object::Usage;
 use crate::resources::three_ds::action::{payment_gate, Authenticate, Gate, NextAction, Outcome};
@@ -27,7 +27,7 @@ use crate::stripe::cards::{Authentication, CardRef, Decline, TestCard, AUTHENTIC
 use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update, MAX_TEXT_LEN,
 };
-use crate::stripe::ids::{ChargeId, CustomerId, PaymentIntentId};
+use crate::stripe::ids::{CustomerId, PaymentIntentId};
 use crate::stripe::money::{check_amount, Currency, StoredAmount};
 use crate::stripe::paging::{list_page, search_page};
 use crate::stripe::params::Params;
@@ -181,7 +181,7 @@ impl Payments {
         };
         let correlation_id = self.correlation_id(p, attempt);
         metadata.share(correlation_id.as_ref());
-        let pi = PaymentIntent {
+        let mut pi = PaymentIntent {
             manual_confirmation,
             id: PaymentIntentId::generate(),
             amount,
@@ -226,9 +226,10 @@ impl Payments {
         let created = self.events.open(EventType::PaymentIntentCreated, attempt);
         #[cfg(debug_assertions)]
         let as_created = pi.to_json();
-        let (pi, result) = self.confirm_locked(pi, card, &mut entry, attempt, how);
+        let result = self.confirm_locked(&mut pi, card, &mut entry, attempt, how);
         #[cfg(debug_assertions)]
         debug_assert_eq!(pi.as_created().to_json(), as_created, "PaymentIntent::as_created");
+        let pi = Arc::new(pi);
         self.intents.insert(pi.clone());
         self.emit_intent_outcome(&pi, result.is_err(), attempt);
         created.close(Reply::Intent(pi.clone()), View::IntentAsCreated);
@@ -421,8 +422,8 @@ impl Payments {
                 )
                 .with_param("payment_method"));
             };
-            let (confirmed, result) = self.confirm_locked(pi, card, entry, attempt, how);
-            *slot = confirmed;
+            let result = self.confirm_locked(&mut pi, card, entry, attempt, how);
+            *slot = Arc::new(pi);
             self.emit_intent_outcome(slot, result.is_err(), attempt);
             result
                 .map(|()| Reply::Intent(slot.clone()))
@@ -434,15 +435,15 @@ impl Payments {
     /// Confirms `pi` with `card`: charges it, or asks the customer to authenticate
     /// first (`requires_action`), or (off-session, on a card that wants authentication)
     /// declines it with `authentication_required`. The caller holds the intent's ledger
-    /// entry. Gives back the intent as it now is, and the outcome.
+    /// entry.
     fn confirm_locked(
         &self,
-        mut pi: PaymentIntent,
+        pi: &mut PaymentIntent,
         card: &'static TestCard,
         entry: &mut LedgerEntry<'_>,
         attempt: &Attempt,
         how: Confirmation<'_>,
-    ) -> (Arc<PaymentIntent>, Result<(), ApiError>) {
+    ) -> Result<(), ApiError> {
         // Looked up only for the one card it matters to: most confirmations skip it.
         let set_up = card.authentication == Authentication::UnlessSetUp
             && pi
@@ -457,7 +458,7 @@ impl Payments {
                 pi.set_last_payment_error(None);
                 let action = NextAction::new(attempt.origin.as_deref(), &pi.id.as_str(), how.return_url);
                 pi.set_next_action(Some(action));
-                (Arc::new(pi), Ok(()))
+                Ok(())
             }
         }
     }
@@ -465,72 +466,56 @@ impl Payments {
     /// Charges `card`, the intent's (declined with `refusal` when given, else as the
     /// fault or the card decides), and on success saves the payment method when the
     /// intent asks for `setup_future_usage`. The caller holds the intent's ledger entry.
-    /// Gives back the intent as it now is (the snapshot its charge points at), and the
-    /// outcome.
     fn charge_locked(
         &self,
-        mut pi: PaymentIntent,
+        pi: &mut PaymentIntent,
         card: &'static TestCard,
         refusal: Option<Decline>,
         entry: &mut LedgerEntry<'_>,
         attempt: &Attempt,
-    ) -> (Arc<PaymentIntent>, Result<(), ApiError>) {
+    ) -> Result<(), ApiError> {
         pi.set_next_action(None);
         let automatic = pi.capture_method != CaptureMethod::Manual;
         if automatic && self.policy == DuplicatePolicy::Reject && entry.captured_charges() > 0 {
             self.ledger.note_blocked_duplicate();
-            return (Arc::new(pi), Err(duplicate_decline()));
+            return Err(duplicate_decline());
         }
         let decline = refusal
             .or_else(|| attempt.decline.clone())
             .or_else(|| card.decline.clone());
-        // The intent is settled before its charge is made, so that the charge can point at
-        // it; the charge's id is drawn first, where it always was.
-        let charge_id = ChargeId::generate();
-        pi.latest_charge = Some(charge_id);
-        match &decline {
-            Some(d) => {
-                pi.status = IntentStatus::RequiresPaymentMethod;
-                pi.set_last_payment_error(Some(LastPaymentError::from_decline(d, charge_id)));
-            }
-            None if automatic => {
-                pi.set_last_payment_error(None);
-                pi.status = IntentStatus::Succeeded;
-                pi.amount_received = StoredAmount::new(pi.amount);
-            }
-            None => {
-                pi.set_last_payment_error(None);
-                pi.status = IntentStatus::RequiresCapture;
-                pi.set_amount_capturable(pi.amount);
-            }
-        }
-        let (customer, description) = (
-            pi.customer().and_then(CustomerId::parse),
-            pi.description().map(Box::from),
-        );
-        let pi = Arc::new(pi);
         let mut charge = Charge::new(NewCharge {
-            id: charge_id,
-            origin: Origin::Intent(pi.clone()),
             amount: pi.amount,
             currency: pi.currency,
             card,
             decline: decline.clone(),
             capture: automatic,
-            description,
+            payment_intent: Some(pi.id),
+            payment_method: pi.payment_method,
+            description: pi.description().map(Box::from),
+            metadata: &pi.metadata,
             correlation_id: pi.correlation_id.clone(),
         });
-        charge.set_customer(customer);
-        let charge = Arc::new(charge);
+        charge.set_customer(pi.customer().and_then(CustomerId::parse));
+        pi.latest_charge = Some(charge.id);
         if let Some(d) = decline {
+            pi.status = IntentStatus::RequiresPaymentMethod;
+            pi.set_last_payment_error(Some(LastPaymentError::from_decline(&d, charge.id)));
             let err = card_error(&d).with_extra("charge", json!(charge.id));
+            let charge = Arc::new(charge);
             self.charges.insert(charge.clone());
             self.events
                 .emit(EventType::ChargeFailed, Reply::Charge(charge), None, attempt);
-            return (pi, Err(err));
+            return Err(err);
         }
+        pi.set_last_payment_error(None);
+        let charge = Arc::new(charge);
         if automatic {
+            pi.status = IntentStatus::Succeeded;
+            pi.amount_received = StoredAmount::new(pi.amount);
             entry.append(movement_for(&charge, pi.checkout_session(), attempt));
+        } else {
+            pi.status = IntentStatus::RequiresCapture;
+            pi.set_amount_capturable(pi.amount);
         }
         self.charges.insert(charge.clone());
         self.events
@@ -541,7 +526,7 @@ impl Payments {
             let customer = pi.customer().and_then(CustomerId::parse);
             let _ = self.save_payment_method(id, card, customer, usage, attempt);
         }
-        (pi, Ok(()))
+        Ok(())
     }
 
     /// `POST /__fauxpay/payment_intents/{id}/authenticate`: the customer completed
@@ -566,16 +551,16 @@ impl Payments {
                 )));
             };
             let mut pi = (**slot).clone();
-            let (next, result) = match outcome {
-                Outcome::Succeed => self.charge_locked(pi, card, None, entry, attempt),
+            let result = match outcome {
+                Outcome::Succeed => self.charge_locked(&mut pi, card, None, entry, attempt),
                 Outcome::Fail => {
                     pi.set_next_action(None);
                     pi.status = IntentStatus::RequiresPaymentMethod;
                     pi.set_last_payment_error(Some(LastPaymentError::authentication_failure()));
-                    (Arc::new(pi), Ok(()))
+                    Ok(())
                 }
             };
-            *slot = next;
+            *slot = Arc::new(pi);
             let failed = result.is_err() || outcome == Outcome::Fail;
             self.emit_intent_outcome(slot, failed, attempt);
             result

@@ -105,7 +105,7 @@ impl Payments {
                 if amount == 0 || amount > left {
                     entry.append_over_refund(OverRefund {
                         charge: slot.id,
-                        payment_intent: slot.payment_intent(),
+                        payment_intent: slot.payment_intent,
                         correlation_id: slot.correlation_id.clone(),
                         captured: slot.amount_captured.get(),
                         already_refunded: slot.amount_refunded(),
@@ -136,7 +136,7 @@ impl Payments {
                     created: now_unix(),
                     currency: slot.currency,
                     metadata: meta,
-                    payment_intent: slot.payment_intent(),
+                    payment_intent: slot.payment_intent,
                     reason,
                 };
                 let mut c = (**slot).clone();
