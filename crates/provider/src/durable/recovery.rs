@@ -187,8 +187,9 @@ pub fn open(
 
 /// About the fewest bytes a confirmed payment's record takes in the log: the log's
 /// length divided by it is the most payments it can hold, which recovery makes room for
-/// before replaying. Binary commits (schema 4: the benchmark's 1,000,000 payments make
-/// 399 MB, ~420 bytes each) and JSON ones (schema 3 and before: 694 MB, ~700 bytes each).
+/// before replaying. Binary commits (schema 5: the benchmark's 1,000,000 payments make
+/// 368 MB, ~386 bytes each; 399 MB in schema 4, where each event id was a token of the
+/// record) and JSON ones (schema 3 and before: 694 MB, ~700 bytes each).
 const LOG_BYTES_PER_PAYMENT: u64 = 370;
 const JSON_LOG_BYTES_PER_PAYMENT: u64 = 640;
 

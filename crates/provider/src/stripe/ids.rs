@@ -33,10 +33,15 @@ thread_local! {
 /// tokens its record lists are drawn where they were. Otherwise an event made in a
 /// scope after its first takes its id from the first ([`EventId::nth`]), with no draw.
 pub fn with_drawn_event_ids<R>(f: impl FnOnce() -> R) -> R {
-    let before = DRAWN_EVENT_IDS.replace(true);
-    let result = f();
-    DRAWN_EVENT_IDS.set(before);
-    result
+    /// Puts the flag back as it was, however `f` ends.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DRAWN_EVENT_IDS.set(self.0);
+        }
+    }
+    let _restore = Restore(DRAWN_EVENT_IDS.replace(true));
+    f()
 }
 
 /// Whether this thread runs under [`with_drawn_event_ids`].
@@ -98,7 +103,8 @@ impl Token {
     }
 
     /// The token's group: the low [`GROUP_BITS`] bits of its second number (random, unless
-    /// it was drawn in a group; a request's events are, so that they can share a shard).
+    /// it was drawn or derived in a group; a request's events are, so that they can share
+    /// a shard).
     pub fn group(&self) -> usize {
         (self.1 & GROUP_MASK) as usize
     }
@@ -202,8 +208,9 @@ impl Token {
         if n == 0 {
             return *self;
         }
-        /// Salts the places of a run apart from every other derived token's.
-        const RUN: u64 = 0x6576_656e_7473_0000;
+        /// Salts the places of a run apart from every other derived token's (its low 32
+        /// bits clear: each place its own salt).
+        const RUN: u64 = 0x6576_656e_0000_0000;
         let Token(first, second) = self.derived(RUN | u64::from(n));
         Token(first, (second & !GROUP_MASK) | (self.1 & GROUP_MASK))
     }

@@ -348,8 +348,8 @@ impl Row for Batch {
     fn item(&self, i: usize) -> Event {
         self.event(i)
     }
-    /// An event is kept in the shard its id's group names: a request's events, drawn in
-    /// one group ([`EventId::generate_in`]), are one row.
+    /// An event is kept in the shard its id's group names: a request's events, their ids
+    /// the first's and derived from it in its group ([`EventId::nth`]), are one row.
     fn shard_of(id: &EventId) -> Option<usize> {
         Some(id.token().group())
     }

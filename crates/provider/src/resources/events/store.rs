@@ -459,6 +459,38 @@ mod tests {
                 "payment_intent.succeeded"
             ]
         );
+        // Each stored under the id it was given: its first's, then the places after it.
+        let page = events.table.page(Cursor::Start, 10, |_| true);
+        let created = page.items.last().unwrap().id();
+        let ids: Vec<EventId> = page.items.iter().rev().map(|e| e.id()).collect();
+        assert_eq!(ids, (0..5).map(|n| created.nth(n)).collect::<Vec<_>>());
+        assert!(
+            page.items.iter().all(|e| e.batch().same(page.items[0].batch())),
+            "one batch"
+        );
+    }
+
+    /// A scope dropped without closing stores what it held, each event under its own id
+    /// (batches of one: the opened event, place 0, is missing), and every id is found.
+    #[test]
+    fn a_scope_dropped_unclosed_stores_its_held_events_under_their_ids() {
+        let (events, attempt) = store();
+        let opened = open_with(
+            &events,
+            &attempt,
+            &[EventType::ChargeSucceeded, EventType::ChargeCaptured],
+        );
+        drop(opened);
+        let page = events.table.page(Cursor::Start, 10, |_| true);
+        assert_eq!(types(&events), ["charge.succeeded", "charge.captured"]);
+        let [captured, succeeded] = &page.items[..] else {
+            panic!("two events: {:?}", page.items)
+        };
+        assert_ne!(captured.id(), succeeded.id());
+        for e in &page.items {
+            assert_eq!(events.table.get(&e.id()).map(|found| found.kind()), Some(e.kind()));
+            assert_eq!(e.batch().event_count(), 1);
+        }
     }
 
     #[test]
