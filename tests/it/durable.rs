@@ -555,18 +555,7 @@ async fn updates_under_a_charges_path_survive_a_crash() {
     assert_eq!(state(&client, &server.url).await, recovered);
     // Opened by this fauxpay, the old log is schema 5 and goes on in binary: JSON writes
     // then binary ones, read back together.
-    let (later, _) = pay(&client, &server.url, "two-ids-2").await.unwrap();
-    let mixed = state(&client, &server.url).await;
-    server.terminate();
-    let log_now = std::fs::read(&log).unwrap();
-    assert_eq!(log_now[8..12], 5u32.to_le_bytes());
-    assert!(
-        log_now[12..].starts_with(&old[12..]) && log_now.len() > old.len(),
-        "the JSON writes kept, binary ones after them"
-    );
-    let server = start_async(&dir, &[]).await;
-    assert!(!server.startup.contains("WARN"), "{}", server.startup);
-    assert_eq!(state(&client, &server.url).await, mixed);
+    let (later, server) = goes_on_after_old_records(&client, &dir, server, &old, "two-ids-2").await;
     let (_, intent) = get(&client, &server.url, &format!("/v1/payment_intents/{later}")).await;
     assert_eq!(intent["status"], "succeeded");
     server.terminate();
@@ -595,15 +584,7 @@ async fn a_schema_4_log_recovers_to_the_state_its_fauxpay_served() {
         server.startup
     );
     assert_eq!(state(&client, &server.url).await, served);
-    let (later, _) = pay(&client, &server.url, "schema5-1").await.unwrap();
-    let mixed = state(&client, &server.url).await;
-    server.terminate();
-    let log = std::fs::read(dir.join("fauxpay.log")).unwrap();
-    assert_eq!(log[8..12], 5u32.to_le_bytes());
-    assert!(log[12..].starts_with(&old[12..]), "the old records kept as they were");
-    let server = start_async(&dir, &[]).await;
-    assert!(!server.startup.contains("WARN"), "{}", server.startup);
-    assert_eq!(state(&client, &server.url).await, mixed);
+    let (later, server) = goes_on_after_old_records(&client, &dir, server, &old, "schema5-1").await;
     let (_, events) = get(&client, &server.url, "/v1/events?limit=3").await;
     let ours: Vec<_> = events["data"]
         .as_array()
@@ -616,6 +597,32 @@ async fn a_schema_4_log_recovers_to_the_state_its_fauxpay_served() {
     assert_eq!(ours.len(), 3, "the new payment's three events: {events}");
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Pays once for `order` on `server`, started on `old` (an older fauxpay's log) in `dir`,
+/// stops it, and checks that the log went on in this schema after the old records, kept
+/// as they were, and that a restart recovers what was served. The new payment's intent
+/// id, and the restarted server.
+async fn goes_on_after_old_records(
+    client: &reqwest::Client,
+    dir: &Path,
+    server: Server,
+    old: &[u8],
+    order: &str,
+) -> (String, Server) {
+    let (later, _) = pay(client, &server.url, order).await.unwrap();
+    let mixed = state(client, &server.url).await;
+    server.terminate();
+    let log = std::fs::read(dir.join("fauxpay.log")).unwrap();
+    assert_eq!(log[8..12], 5u32.to_le_bytes());
+    assert!(
+        log[12..].starts_with(&old[12..]) && log.len() > old.len(),
+        "the old records kept as they were, new ones after them"
+    );
+    let server = start_async(dir, &[]).await;
+    assert!(!server.startup.contains("WARN"), "{}", server.startup);
+    assert_eq!(state(client, &server.url).await, mixed);
+    (later, server)
 }
 
 /// Every object the tests' writes make, listed, and the ledger's summary: what two

@@ -117,7 +117,7 @@ pub struct Commit {
     /// Whether the events its request made in one scope took their ids from the first
     /// (`EventId::nth`, schema 5 on): `tokens` then holds the first's alone. False in
     /// logs written before, where each was drawn; recovery replays such a commit with
-    /// every event id drawn again (`ids::with_drawn_event_ids`).
+    /// every event id drawn again (`ids::with_event_ids`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub derived_event_ids: bool,
 }

@@ -397,15 +397,11 @@ impl<'a> Replay<'a> {
         }
         let derived = c.derived_event_ids;
         let run = || {
-            let replay = || {
+            ids::with_event_ids(derived, || {
                 ids::scripted(Some(c.tokens), || {
                     clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
                 })
-            };
-            match derived {
-                true => replay(),
-                false => ids::with_drawn_event_ids(replay),
-            }
+            })
         };
         let ((result, _), touched) = match self.trace {
             true => trace::touched(run),

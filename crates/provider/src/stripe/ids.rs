@@ -24,15 +24,15 @@ enum Script {
 
 thread_local! {
     static SCRIPT: std::cell::RefCell<Script> = const { std::cell::RefCell::new(Script::Off) };
-    /// Whether every event id is drawn (see [`with_drawn_event_ids`]).
+    /// Whether every event id is drawn (see [`with_event_ids`]).
     static DRAWN_EVENT_IDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `f` with every event id drawn, one draw each, as a fauxpay before data dir
-/// schema 5 made them: recovery replays a write of such a log under it, so that the
-/// tokens its record lists are drawn where they were. Otherwise an event made in a
-/// scope after its first takes its id from the first ([`EventId::nth`]), with no draw.
-pub fn with_drawn_event_ids<R>(f: impl FnOnce() -> R) -> R {
+/// Runs `f` with a scope's event ids after the first `derived` from it ([`EventId::nth`],
+/// no draw: what a live request does), or else each drawn, one draw each, as a fauxpay
+/// before data dir schema 5 made them: recovery replays a write of such a log so, for
+/// the tokens its record lists to be drawn where they were.
+pub fn with_event_ids<R>(derived: bool, f: impl FnOnce() -> R) -> R {
     /// Puts the flag back as it was, however `f` ends.
     struct Restore(bool);
     impl Drop for Restore {
@@ -40,11 +40,11 @@ pub fn with_drawn_event_ids<R>(f: impl FnOnce() -> R) -> R {
             DRAWN_EVENT_IDS.set(self.0);
         }
     }
-    let _restore = Restore(DRAWN_EVENT_IDS.replace(true));
+    let _restore = Restore(DRAWN_EVENT_IDS.replace(!derived));
     f()
 }
 
-/// Whether this thread runs under [`with_drawn_event_ids`].
+/// Whether this thread draws every event id ([`with_event_ids`]).
 pub fn event_ids_drawn() -> bool {
     DRAWN_EVENT_IDS.get()
 }
