@@ -496,20 +496,34 @@ if has_row durable; then
   size=$(du -sm "$DATA_DIR" | cut -f1)
   # The same log recovered RUNS times (killed -9 again after each), the median reported:
   # one restart on this shared VM moved by a quarter between runs of the same binary.
+  # A restart has the machine to itself (no client runs), so it gets every core, as a
+  # user's restart does: recovery replays on two threads where it has two cores. The
+  # same restarts pinned to one core (one thread) are reported beside it.
   TOOK=()
+  TOOK_ONE=()
+  server_cpu=$SERVER_CPU
   for _ in $(seq "$RUNS"); do
-    t0=$(date +%s.%N)
-    start_server provider-durable
-    TOOK+=("$(calc "$(date +%s.%N) - $t0")")
-    recovered=$(grep -o 'recovered [0-9]* records ([0-9]* writes)' "$WORK/server-provider-durable.log" || echo "no recovery line")
-    found=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
+    for cpus in "$server_cpu,$CLIENT_CPU" "$server_cpu"; do
+      SERVER_CPU=$cpus
+      t0=$(date +%s.%N)
+      start_server provider-durable
+      if [ "$cpus" = "$server_cpu" ]; then
+        TOOK_ONE+=("$(calc "$(date +%s.%N) - $t0")")
+      else
+        TOOK+=("$(calc "$(date +%s.%N) - $t0")")
+      fi
+      recovered=$(grep -o 'recovered [0-9]* records ([0-9]* writes)' "$WORK/server-provider-durable.log" || echo "no recovery line")
+      found=$(curl -s "$SERVER_URL/metrics" | awk '/^fauxpay_charges_total / {print $2}')
+      kill -KILL "$SERVER_PID" 2>/dev/null || true
+      wait "$SERVER_PID" 2>/dev/null || true
+    done
   done
+  SERVER_CPU=$server_cpu
   took=$(median "${TOOK[@]}")
+  took_one=$(median "${TOOK_ONE[@]}")
   rm -rf "$DATA_DIR"
-  row "provider: recovery after kill -9 of $charges payments ($size MB of log, median of $RUNS restarts)" "$(fmt "$took" 1) s" "—" "—" "≤ 4 s" "$(le "$took" 4)"
-  RAW+=("recovery: $charges payments written, kill -9, restart until listening ${TOOK[*]} s; $recovered; log $size MB; ledger after: ${found:-?} charges counted by /metrics")
+  row "provider: recovery after kill -9 of $charges payments ($size MB of log, median of $RUNS restarts, every core)" "$(fmt "$took" 1) s" "$(fmt "$took_one" 1) s on one core" "—" "≤ 4 s" "$(le "$took" 4)"
+  RAW+=("recovery: $charges payments written, kill -9, restart until listening on cores $server_cpu,$CLIENT_CPU: ${TOOK[*]} s; on core $server_cpu alone: ${TOOK_ONE[*]} s; $recovered; log $size MB; ledger after: ${found:-?} charges counted by /metrics")
 fi
 
 if has_row dashboard; then

@@ -19,7 +19,7 @@ use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::fault_injection::counted_identity;
 use crate::idempotency::admission::stored_result;
 use crate::idempotency::key::IdempotencyKey;
-use crate::idempotency::Fingerprint;
+use crate::idempotency::{Fingerprint, StoredResponse};
 use crate::pipeline::execute::{execute_validated, status_of};
 use crate::resources as api;
 use crate::resources::endpoint::{Call, Endpoint, Verb};
@@ -106,6 +106,28 @@ pub fn open(
     dir: Option<&Path>,
     fsync: Fsync,
 ) -> Result<(Arc<Provider>, Option<Summary>), DataDirError> {
+    let threads = match std::thread::available_parallelism() {
+        Ok(n) if n.get() >= 2 => Threads::Two,
+        _ => Threads::One,
+    };
+    open_with(config, dir, fsync, threads)
+}
+
+/// How many threads replay a log: one reads it and runs every record; or one reads,
+/// decodes and restores the keys and counters while another runs the writes again (on
+/// a machine with more than one core, unless compaction needs each record's keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Threads {
+    One,
+    Two,
+}
+
+fn open_with(
+    config: Config,
+    dir: Option<&Path>,
+    fsync: Fsync,
+    threads: Threads,
+) -> Result<(Arc<Provider>, Option<Summary>), DataDirError> {
     let Some(dir) = dir else {
         return Ok((Provider::new(config), None));
     };
@@ -114,41 +136,60 @@ pub fn open(
     // from the log's size (its history), and replay retires as the provider did.
     let retain = config.retain;
     let app = Provider::recovering(config);
+    let mut admit = Admit::new(&app);
     let mut replay = Replay::new(&app);
     if retain.is_none() {
         let payments = payments_in_log(dir);
         app.reserve(payments);
         // Best effort, as `Provider::reserve`: one request id a write.
-        let _ = replay.seen.try_reserve(payments);
+        let _ = admit.seen.try_reserve(payments);
     }
     // With --retain the log is compacted: what compaction needs of each record is kept,
-    // and the keys each write touches are noted as it runs again.
+    // and the keys each write touches are noted as it runs again (on one thread: the
+    // ledger's sequence number before each record is part of what it keeps).
     let mut metas = retain.map(|_| Vec::new());
     replay.trace = metas.is_some();
-    let (log_file, mut found) = file::open(dir, |_, offset, payload| {
-        let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
-        let seq = replay.app.payments.ledger.last_seq();
-        let meta = metas
-            .as_ref()
-            .map(|_| Meta::of(&record, offset, 8 + payload.len() as u64, Touched::default(), seq));
-        let touched = replay.apply(record)?;
-        if let (Some(metas), Some(mut meta)) = (metas.as_mut(), meta) {
-            if let Kind::Commit { touched: t, owed, .. } = &mut meta.kind {
-                *t = touched.keys.into_boxed_slice();
-                *owed = touched.owed.into_boxed_slice();
+    let (log_file, mut found) = if metas.is_none() && threads == Threads::Two {
+        two_threads(dir, &mut admit, &mut replay)?
+    } else {
+        file::open(dir, |_, offset, payload| {
+            let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
+            let seq = app.payments.ledger.last_seq();
+            let meta = metas
+                .as_ref()
+                .map(|_| Meta::of(&record, offset, 8 + payload.len() as u64, Touched::default(), seq));
+            let touched = match admit.admit(record)? {
+                Admitted::Skipped => Touched::default(),
+                Admitted::Write(mut write) => {
+                    let (touched, restore) = replay.write(&mut write)?;
+                    if let Some(restore) = restore {
+                        admit.restore(restore);
+                    }
+                    touched
+                }
+                Admitted::Barrier(record) => {
+                    admit.barrier(record)?;
+                    Touched::default()
+                }
+            };
+            if let (Some(metas), Some(mut meta)) = (metas.as_mut(), meta) {
+                if let Kind::Commit { touched: t, owed, .. } = &mut meta.kind {
+                    *t = touched.keys.into_boxed_slice();
+                    *owed = touched.owed.into_boxed_slice();
+                }
+                metas.push(meta);
             }
-            metas.push(meta);
-        }
-        Ok(())
-    })?;
-    let resumed = replay.resume_deliveries();
+            Ok(())
+        })?
+    };
+    let resumed = admit.resume_deliveries();
     let (commits, diverged, first_divergence, repeats) = (
         replay.commits,
         replay.diverged,
         replay.first_divergence.take(),
-        replay.repeats,
+        admit.repeats,
     );
-    drop(replay);
+    drop((admit, replay));
     let log = DataLog::start(log_file, fsync, metas).map_err(|source| DataDirError::Io {
         dir: dir.to_path_buf(),
         source,
@@ -185,6 +226,170 @@ pub fn open(
     ))
 }
 
+/// Writes handed from the reading thread to the replaying one in one message.
+const BATCH: usize = 256;
+
+/// What the reading thread hands the replaying one, in the log's order.
+enum Job {
+    /// A write to run again: the record's index and byte offset, for an error's line.
+    Write { index: u64, offset: u64, write: Write },
+    /// Answer [`Done::drained`] once every write before this one has run.
+    Drain,
+}
+
+/// What the replaying thread hands back for one batch of [`Job`]s.
+#[derive(Default)]
+struct Done {
+    /// Idempotency keys to restore, in the log's order.
+    restores: Vec<Restore>,
+    /// The records run, for the reading thread to free.
+    spent: Vec<Write>,
+    /// Whether the batch ended with [`Job::Drain`].
+    drained: bool,
+}
+
+/// Replays `dir`'s log on two threads. This one runs the writes again, in the log's
+/// order; a second reads the log, checks and decodes each record, skips repeats, restores
+/// the fault plan's attempt counters and, from what each write answered, its idempotency
+/// key. A record that changes the whole state (a reset, a profile, a retirement, the
+/// ledger's totals) waits until every write before it has run and its key is restored,
+/// and is then run by the reading thread while this one waits: so each store sees its
+/// changes in the log's order, as on one thread.
+fn two_threads(
+    dir: &Path,
+    admit: &mut Admit<'_>,
+    replay: &mut Replay<'_>,
+) -> Result<(std::fs::File, Recovered), DataDirError> {
+    let (jobs_tx, jobs_rx) = std::sync::mpsc::sync_channel::<Vec<Job>>(4);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Done>();
+    std::thread::scope(|s| {
+        let reader = std::thread::Builder::new()
+            .name("fauxpay-recovery".into())
+            .spawn_scoped(s, move || {
+                let mut feed = Feed {
+                    jobs: jobs_tx,
+                    done: done_rx,
+                    batch: Vec::with_capacity(BATCH),
+                };
+                let opened = file::open(dir, |index, offset, payload| {
+                    let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
+                    match admit.admit(record)? {
+                        Admitted::Skipped => Ok(()),
+                        Admitted::Write(write) => feed.push(admit, Job::Write { index, offset, write }),
+                        Admitted::Barrier(record) => {
+                            feed.drain(admit)?;
+                            admit.barrier(record)
+                        }
+                    }
+                });
+                let drained = feed.drain(admit);
+                (opened, drained)
+            })
+            .map_err(|source| DataDirError::Io {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
+        let mut failed = None;
+        'jobs: for jobs in jobs_rx.iter() {
+            let mut done = Done {
+                spent: Vec::with_capacity(jobs.len()),
+                ..Done::default()
+            };
+            for job in jobs {
+                match job {
+                    Job::Write {
+                        index,
+                        offset,
+                        mut write,
+                    } => match replay.write(&mut write) {
+                        Ok((_, restore)) => {
+                            done.restores.extend(restore);
+                            done.spent.push(write);
+                        }
+                        Err(why) => {
+                            failed = Some(DataDirError::Unreadable {
+                                dir: dir.to_path_buf(),
+                                index,
+                                offset,
+                                why,
+                            });
+                            break 'jobs;
+                        }
+                    },
+                    Job::Drain => done.drained = true,
+                }
+            }
+            if done_tx.send(done).is_err() {
+                break;
+            }
+        }
+        // The reading thread stops at its next hand-over if this one stopped first.
+        drop((jobs_rx, done_tx));
+        let (opened, drained) = reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if let Some(failed) = failed {
+            return Err(failed);
+        }
+        let opened = opened?;
+        drained.map_err(|why| DataDirError::Unreadable {
+            dir: dir.to_path_buf(),
+            index: opened.1.records,
+            offset: opened.1.valid_len,
+            why,
+        })?;
+        Ok(opened)
+    })
+}
+
+/// The reading thread's side of [`two_threads`]: writes go out in batches, and their
+/// idempotency keys are restored as their answers come back.
+struct Feed {
+    jobs: std::sync::mpsc::SyncSender<Vec<Job>>,
+    done: std::sync::mpsc::Receiver<Done>,
+    batch: Vec<Job>,
+}
+
+/// Why the reading thread stops when the replaying one has (its error is the one said).
+const REPLAY_STOPPED: &str = "the replaying thread stopped";
+
+impl Feed {
+    fn push(&mut self, admit: &Admit<'_>, job: Job) -> Result<(), String> {
+        self.batch.push(job);
+        if self.batch.len() >= BATCH {
+            self.send()?;
+            while let Ok(done) = self.done.try_recv() {
+                Self::restore(admit, done);
+            }
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<(), String> {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH));
+        self.jobs.send(batch).map_err(|_| REPLAY_STOPPED.to_string())
+    }
+
+    /// Waits until every write handed over has run and its key is restored.
+    fn drain(&mut self, admit: &Admit<'_>) -> Result<(), String> {
+        self.batch.push(Job::Drain);
+        self.send()?;
+        loop {
+            let done = self.done.recv().map_err(|_| REPLAY_STOPPED.to_string())?;
+            if Self::restore(admit, done) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Restores the keys `done` holds and frees its records; whether its batch was
+    /// drained.
+    fn restore(admit: &Admit<'_>, done: Done) -> bool {
+        for restore in done.restores {
+            admit.restore(restore);
+        }
+        done.drained
+    }
+}
+
 /// About the fewest bytes a confirmed payment's record takes in the log: the log's
 /// length divided by it is the most payments it can hold, which recovery makes room for
 /// before replaying. Binary commits (schema 5: the benchmark's 1,000,000 payments make
@@ -209,17 +414,16 @@ fn payments_in_log(dir: &Path) -> usize {
     usize::try_from(bytes / per_payment).unwrap_or(usize::MAX)
 }
 
-/// Runs records again on a provider being recovered.
-struct Replay<'a> {
+/// The part of replaying a log that is not running its writes again: skipping a record
+/// that repeats an earlier write, the fault plan's attempt counters, the idempotency keys
+/// (from what each write answered), the deliveries that ended, and the records that
+/// change the whole state (a reset, a profile, a retirement, the ledger's totals).
+struct Admit<'a> {
     app: &'a Arc<Provider>,
     /// Now, on the wall clock and the provider's clock (keys' and attempts' ages are
     /// measured from it).
     now_ms: u64,
     now: Instant,
-    commits: u64,
-    /// Writes that answered another status than their record says, and the first.
-    diverged: u64,
-    first_divergence: Option<String>,
     /// Deliveries that ended: (event id, endpoint URL) → acknowledged (else out of retries).
     ended: HashMap<(String, String), bool>,
     /// Every write's request id so far: a record that repeats one (a duplicated frame)
@@ -234,33 +438,127 @@ struct Replay<'a> {
     /// Events a `retired` record removed while deliveries of theirs were still pending:
     /// the running provider kept delivering them, so recovery resumes them too.
     orphans: Vec<Deferred>,
-    /// Whether the keys each write touches are noted (for compaction).
-    trace: bool,
-    /// The endpoint of the last write run again.
-    last_endpoint: Option<&'static Endpoint>,
 }
 
-impl<'a> Replay<'a> {
+/// What a record asks of the writes' side of replay.
+enum Admitted {
+    /// Nothing: a repeat, or a record already applied (an attempt, a delivery's end).
+    Skipped,
+    /// A write to run again.
+    Write(Write),
+    /// A record that changes the whole state ([`Admit::barrier`]), to apply once every
+    /// write before it has run.
+    Barrier(Record),
+}
+
+/// A write to run again, with the keys its admission read.
+struct Write {
+    commit: Box<Commit>,
+    key: Option<IdempotencyKey>,
+    correlation_id: Option<CorrelationId>,
+}
+
+/// An idempotency key to restore with the answer its write gave.
+struct Restore {
+    api_key: ApiKey,
+    key: IdempotencyKey,
+    fingerprint: Fingerprint,
+    stored: StoredResponse,
+    at_ms: u64,
+}
+
+impl<'a> Admit<'a> {
     fn new(app: &'a Arc<Provider>) -> Self {
         Self {
             app,
             now_ms: clock::now_ms(),
             now: app.clock.now(),
-            commits: 0,
-            diverged: 0,
-            first_divergence: None,
             ended: HashMap::new(),
             seen: std::collections::HashSet::default(),
             repeats: 0,
             seen_order: app.config.retain.map(|_| std::collections::VecDeque::new()),
             orphans: Vec::new(),
-            trace: false,
-            last_endpoint: None,
         }
     }
 
     fn age(&self, at_ms: u64) -> Duration {
         Duration::from_millis(self.now_ms.saturating_sub(at_ms))
+    }
+
+    /// Takes `record` in: what it asks of the writes' side.
+    fn admit(&mut self, record: Record) -> Result<Admitted, String> {
+        match record {
+            Record::Commit(c) => {
+                let request_id = c.request_id;
+                if !self.seen.insert(request_id) {
+                    self.repeats += 1;
+                    return Ok(Admitted::Skipped);
+                }
+                if let Some(order) = &mut self.seen_order {
+                    order.push_back((c.at_ms, request_id));
+                }
+                let key = c
+                    .idempotency_key
+                    .as_deref()
+                    .map(IdempotencyKey::parse)
+                    .transpose()
+                    .map_err(|e| format!("idempotency key: {e}"))?;
+                let correlation_id = c.correlation_id.as_deref().map(CorrelationId::new);
+                if let (Some(n), Some(identity)) = (c.attempt, counted_identity(key.as_ref(), correlation_id.as_ref()))
+                {
+                    self.app
+                        .faults
+                        .restore_attempt(identity, n, self.now, self.age(c.at_ms));
+                }
+                Ok(Admitted::Write(Write {
+                    commit: c,
+                    key,
+                    correlation_id,
+                }))
+            }
+            Record::Attempt { identity, n, at_ms } => {
+                self.app
+                    .faults
+                    .restore_attempt(identity.into(), n, self.now, self.age(at_ms));
+                Ok(Admitted::Skipped)
+            }
+            Record::Delivered { event, url, ok } => {
+                self.ended.insert((event, url), ok);
+                Ok(Admitted::Skipped)
+            }
+            other => Ok(Admitted::Barrier(other)),
+        }
+    }
+
+    /// Applies a record that changes the whole state; every write before it has run.
+    fn barrier(&mut self, record: Record) -> Result<(), String> {
+        match record {
+            Record::Profile { source } => {
+                let profile = faults::parse_profile_text("the data dir's profile", &source)
+                    .map_err(|e| format!("its fault profile no longer parses: {}", e.lines().join("; ")))?;
+                self.app.swap_profile(profile, source);
+            }
+            Record::Reset => {
+                self.app.reset();
+                self.orphans.clear();
+            }
+            Record::Retired { cutoff_ms } => self.retire(cutoff_ms),
+            Record::Totals(totals) => self.app.payments.ledger.set_totals(&totals),
+            Record::Sequence { ledger } => self.app.payments.ledger.set_last_seq(ledger),
+            Record::Commit(_) | Record::Attempt { .. } | Record::Delivered { .. } => {
+                return Err(
+                    "a write, an attempt or a delivery's end taken for a record that changes the whole state".into(),
+                )
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores a write's idempotency key with its answer.
+    fn restore(&self, r: Restore) {
+        self.app
+            .idempotency
+            .restore(&r.api_key, &r.key, r.fingerprint, r.stored, self.now, self.age(r.at_ms));
     }
 
     /// A `retired` record: retires what the running provider's `--retain` sweep retired
@@ -302,130 +600,6 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// Runs `record` again; returns the keys it touched (a write's, when tracing).
-    fn apply(&mut self, record: Record) -> Result<Touched, String> {
-        let mut touched = Touched::default();
-        match record {
-            Record::Commit(c) => {
-                let request_id = c.request_id;
-                if !self.seen.insert(request_id) {
-                    self.repeats += 1;
-                    return Ok(touched);
-                }
-                if let Some(order) = &mut self.seen_order {
-                    order.push_back((c.at_ms, request_id));
-                }
-                touched = self.commit(*c, request_id)?;
-                self.commits += 1;
-            }
-            Record::Attempt { identity, n, at_ms } => {
-                self.app
-                    .faults
-                    .restore_attempt(identity.into(), n, self.now, self.age(at_ms));
-            }
-            Record::Profile { source } => {
-                let profile = faults::parse_profile_text("the data dir's profile", &source)
-                    .map_err(|e| format!("its fault profile no longer parses: {}", e.lines().join("; ")))?;
-                self.app.swap_profile(profile, source);
-            }
-            Record::Reset => {
-                self.app.reset();
-                self.orphans.clear();
-            }
-            Record::Retired { cutoff_ms } => self.retire(cutoff_ms),
-            Record::Delivered { event, url, ok } => {
-                self.ended.insert((event, url), ok);
-            }
-            Record::Totals(totals) => self.app.payments.ledger.set_totals(&totals),
-            Record::Sequence { ledger } => self.app.payments.ledger.set_last_seq(ledger),
-        }
-        Ok(touched)
-    }
-
-    fn commit(&mut self, c: Commit, request_id: RequestId) -> Result<Touched, String> {
-        let verb = match c.verb.as_str() {
-            "POST" => Verb::Post,
-            "DELETE" => Verb::Delete,
-            other => return Err(format!("unknown method {other}")),
-        };
-        // Most writes are on the endpoint the last one was.
-        let endpoint: &'static Endpoint = match self.last_endpoint {
-            Some(e) if e.verb == verb && e.path == c.endpoint => e,
-            _ => api::endpoints()
-                .chain(api::fauxpay_endpoints())
-                .find(|e| e.verb == verb && e.path == c.endpoint)
-                .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?,
-        };
-        self.last_endpoint = Some(endpoint);
-        // One allocation for the key a client sends with every request, as a live request's.
-        let api_key = ApiKey::interned(&c.api_key);
-        let params = c.params;
-        let key = c
-            .idempotency_key
-            .as_deref()
-            .map(IdempotencyKey::parse)
-            .transpose()
-            .map_err(|e| format!("idempotency key: {e}"))?;
-        let attempt = Attempt {
-            request_id,
-            idempotency_key: key.clone(),
-            correlation_id: c.correlation_id.as_deref().map(CorrelationId::new),
-            fault: c.fault.as_deref().map(Arc::from),
-            decline: c.decline.map(|[code, decline_code, message]| Decline {
-                code: code.into(),
-                decline_code: decline_code.into(),
-                message: message.into(),
-            }),
-            origin: c.origin.as_deref().map(Arc::from),
-            key: KeyKind::of(&api_key),
-            checkout_session: None,
-            clock_offset: 0,
-        };
-        let call = Call {
-            id: &c.id,
-            sub: &c.sub,
-            params: &params,
-            attempt: &attempt,
-        };
-        if let (Some(n), Some(identity)) = (
-            c.attempt,
-            counted_identity(key.as_ref(), attempt.correlation_id.as_ref()),
-        ) {
-            self.app
-                .faults
-                .restore_attempt(identity, n, self.now, self.age(c.at_ms));
-        }
-        let derived = c.derived_event_ids;
-        let run = || {
-            ids::with_event_ids(derived, || {
-                ids::scripted(Some(c.tokens), || {
-                    clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
-                })
-            })
-        };
-        let ((result, _), touched) = match self.trace {
-            true => trace::touched(run),
-            false => (run(), Touched::default()),
-        };
-        let now = status_of(&result);
-        if let Some(was) = c.status.filter(|was| *was != now) {
-            self.diverged += 1;
-            self.first_divergence
-                .get_or_insert_with(|| format!("{} {} ({}) answered {was}, now {now}", c.verb, c.path, c.request_id));
-        }
-        if let Some(key) = key {
-            let stored = stored_result(result, c.injected_status, c.fault.as_deref(), request_id);
-            let fingerprint = match c.fingerprint.first() {
-                Some(&digest) => Fingerprint::from_digest(endpoint.path, digest),
-                None => Fingerprint::of(endpoint.path, verb.as_str(), &c.path, &params),
-            };
-            self.app
-                .idempotency
-                .restore(&api_key, &key, fingerprint, stored, self.now, self.age(c.at_ms));
-        }
-        Ok(touched)
-    }
-
     /// Publishes the events whose deliveries had not ended; the others count as they
     /// ended. Returns how many deliveries were resumed.
     fn resume_deliveries(&self) -> u64 {
@@ -456,6 +630,111 @@ impl<'a> Replay<'a> {
             }
         }
         resumed
+    }
+}
+
+/// Runs writes again on a provider being recovered.
+struct Replay<'a> {
+    app: &'a Arc<Provider>,
+    commits: u64,
+    /// Writes that answered another status than their record says, and the first.
+    diverged: u64,
+    first_divergence: Option<String>,
+    /// Whether the keys each write touches are noted (for compaction).
+    trace: bool,
+    /// The endpoint of the last write run again.
+    last_endpoint: Option<&'static Endpoint>,
+}
+
+impl<'a> Replay<'a> {
+    fn new(app: &'a Arc<Provider>) -> Self {
+        Self {
+            app,
+            commits: 0,
+            diverged: 0,
+            first_divergence: None,
+            trace: false,
+            last_endpoint: None,
+        }
+    }
+
+    /// Runs `write` again: the keys it touched (when tracing), and its idempotency key to
+    /// restore with its answer. What is left of the record is the caller's to drop (on
+    /// two threads, the thread that made it frees it: a free from another thread costs
+    /// more, on both).
+    fn write(&mut self, write: &mut Write) -> Result<(Touched, Option<Restore>), String> {
+        let c = &mut *write.commit;
+        let key = write.key.take();
+        let request_id = c.request_id;
+        let verb = match c.verb.as_str() {
+            "POST" => Verb::Post,
+            "DELETE" => Verb::Delete,
+            other => return Err(format!("unknown method {other}")),
+        };
+        // Most writes are on the endpoint the last one was.
+        let endpoint: &'static Endpoint = match self.last_endpoint {
+            Some(e) if e.verb == verb && e.path == c.endpoint => e,
+            _ => api::endpoints()
+                .chain(api::fauxpay_endpoints())
+                .find(|e| e.verb == verb && e.path == c.endpoint)
+                .ok_or_else(|| format!("unknown endpoint {} {}", c.verb, c.endpoint))?,
+        };
+        self.last_endpoint = Some(endpoint);
+        // One allocation for the key a client sends with every request, as a live request's.
+        let api_key = ApiKey::interned(&c.api_key);
+        let params = &c.params;
+        let attempt = Attempt {
+            request_id,
+            idempotency_key: key.clone(),
+            correlation_id: write.correlation_id.take(),
+            fault: c.fault.as_deref().map(Arc::from),
+            decline: c.decline.take().map(|[code, decline_code, message]| Decline {
+                code: code.into(),
+                decline_code: decline_code.into(),
+                message: message.into(),
+            }),
+            origin: c.origin.as_deref().map(Arc::from),
+            key: KeyKind::of(&api_key),
+            checkout_session: None,
+            clock_offset: 0,
+        };
+        let call = Call {
+            id: &c.id,
+            sub: &c.sub,
+            params,
+            attempt: &attempt,
+        };
+        let derived = c.derived_event_ids;
+        let tokens = std::mem::take(&mut c.tokens);
+        let run = || {
+            ids::with_event_ids(derived, || {
+                ids::scripted(Some(tokens), || {
+                    clock::frozen(c.at_ms, || execute_validated(self.app, endpoint, &call))
+                })
+            })
+        };
+        let ((result, _), touched) = match self.trace {
+            true => trace::touched(run),
+            false => (run(), Touched::default()),
+        };
+        self.commits += 1;
+        let now = status_of(&result);
+        if let Some(was) = c.status.filter(|was| *was != now) {
+            self.diverged += 1;
+            self.first_divergence
+                .get_or_insert_with(|| format!("{} {} ({}) answered {was}, now {now}", c.verb, c.path, c.request_id));
+        }
+        let restore = key.map(|key| Restore {
+            stored: stored_result(result, c.injected_status, c.fault.as_deref(), request_id),
+            fingerprint: match c.fingerprint.first() {
+                Some(&digest) => Fingerprint::from_digest(endpoint.path, digest),
+                None => Fingerprint::of(endpoint.path, verb.as_str(), &c.path, params),
+            },
+            api_key,
+            key,
+            at_ms: c.at_ms,
+        });
+        Ok((touched, restore))
     }
 }
 
@@ -853,6 +1132,132 @@ mod tests {
             reserved <= (64 << 10) / LOG_BYTES_PER_PAYMENT as usize + 16,
             "{reserved}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `n` keyed payments through the whole request path (faults, idempotency, the log),
+    /// keys `{prefix}{i}`, each sent twice (the second a replay).
+    fn keyed(app: &Arc<Provider>, prefix: &str, n: usize) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let key = ApiKey::new("sk_test_two_threads");
+        runtime.block_on(async {
+            for i in 0..n {
+                let body = format!(
+                    "amount={}&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]={prefix}{i}",
+                    100 + i
+                );
+                for _ in 0..2 {
+                    let status =
+                        crate::post_in_process(app, &key, "/v1/payment_intents", Some(&format!("{prefix}{i}")), &body)
+                            .await;
+                    assert_eq!(status, 200, "{prefix}{i}");
+                }
+            }
+        });
+    }
+
+    /// The log of [`keyed`] payments across every kind of record that waits for the writes
+    /// before it (a profile, a reset, the ledger's totals and sequence), more than a batch
+    /// of writes on each side, and one write repeated.
+    fn mixed_log(dir: &Path) {
+        let (app, _) = open_with(Config::default(), Some(dir), Fsync::Never, Threads::One).unwrap();
+        keyed(&app, "a", 300);
+        let source = "name = \"second\"\ndescription = \"a profile swapped mid-log\"\nseed = 7\n";
+        app.swap_profile(faults::parse_profile_text("a test", source).unwrap(), source.into());
+        app.reset();
+        keyed(&app, "b", BATCH + 40);
+        let log = app.durable().unwrap();
+        log.append(&Record::Totals(app.payments.ledger.totals()));
+        log.append(&Record::Sequence {
+            ledger: app.payments.ledger.last_seq(),
+        });
+        keyed(&app, "c", 20);
+        log.close();
+        drop(app);
+        // The last write once more, as a retried append could leave it.
+        let path = dir.join(file::LOG_FILE);
+        let bytes = std::fs::read(&path).unwrap();
+        let mut frames = Vec::new();
+        let mut at = file::HEADER_LEN as usize;
+        while at + 8 <= bytes.len() {
+            let end = at + 8 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            frames.push(at..end);
+            at = end;
+        }
+        let last = frames
+            .iter()
+            .rev()
+            .find(|f| matches!(Record::from_bytes(&bytes[f.start + 8..f.end]), Ok(Record::Commit(_))))
+            .unwrap()
+            .clone();
+        let mut again = bytes.clone();
+        again.extend_from_slice(&bytes[last]);
+        std::fs::write(&path, again).unwrap();
+    }
+
+    #[test]
+    fn two_threads_recover_exactly_what_one_does() {
+        let dir = empty_dir("fauxpay-two-threads");
+        mixed_log(&dir);
+        // The same log for each (the retries below are logged).
+        let copy = empty_dir("fauxpay-two-threads-copy");
+        std::fs::copy(dir.join(file::LOG_FILE), copy.join(file::LOG_FILE)).unwrap();
+        let recover = |dir: &Path, threads| {
+            let (app, summary) = open_with(Config::default(), Some(dir), Fsync::Never, threads).unwrap();
+            let summary = summary.unwrap();
+            let state = state_of(&app);
+            // Every key was restored: its retry is answered, and makes no payment.
+            let before = app.payments.intents.len();
+            keyed(&app, "b", 3);
+            assert_eq!(app.payments.intents.len(), before, "{threads:?}");
+            app.durable().unwrap().close();
+            (
+                (summary.records, summary.commits, summary.repeats, summary.diverged),
+                state,
+                before,
+            )
+        };
+        let one = recover(&dir, Threads::One);
+        let two = recover(&copy, Threads::Two);
+        // Which of `state_of`'s stores differ (the whole state is too long to print).
+        let differ: Vec<usize> = (0..one.1.len()).filter(|&i| one.1[i] != two.1[i]).collect();
+        assert!(
+            one.0 == two.0 && differ.is_empty() && one.2 == two.2,
+            "one thread {:?}, two {:?}; stores that differ: {differ:?}",
+            (one.0, one.2),
+            (two.0, two.2)
+        );
+        let ((_, commits, repeats, diverged), _, intents) = one;
+        assert_eq!(
+            (commits, repeats, diverged, intents),
+            (300 + BATCH as u64 + 40 + 20, 1, 0, BATCH + 40 + 20)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&copy);
+    }
+
+    #[test]
+    fn a_write_that_fails_again_is_named_alike_on_one_thread_or_two() {
+        let dir = empty_dir("fauxpay-two-threads-fail");
+        let (app, _) = open_with(Config::default(), Some(&dir), Fsync::Never, Threads::One).unwrap();
+        keyed(&app, "f", BATCH + 10);
+        let log = app.durable().unwrap();
+        log.append(&Record::Commit(Box::new(Commit {
+            endpoint: "/v1/not_served".into(),
+            ..Commit::example()
+        })));
+        log.close();
+        drop(app);
+        let error = |threads| match open_with(Config::default(), Some(&dir), Fsync::Never, threads) {
+            Ok(_) => panic!("{threads:?}: recovered a write on an endpoint not served"),
+            Err(e) => e.to_string(),
+        };
+        let one = error(Threads::One);
+        assert!(one.contains("unknown endpoint POST /v1/not_served"), "{one}");
+        assert_eq!(error(Threads::Two), one);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
