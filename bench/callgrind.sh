@@ -269,12 +269,14 @@ fill_log() {
 }
 
 # measure_recovery BINARY LABEL: sets TOTAL (Ir inside durable::recovery::open, restarting
-# on the log BINARY wrote).
+# on the log BINARY wrote). Pinned to one core, so that recovery replays on one thread:
+# --toggle-collect counts the thread that enters `open`, and on two cores a second thread
+# would read and decode the records outside it.
 measure_recovery() {
   local bin=$1 tag=$ROW-$2-$$ dir="$WORK/data-$2" log pid
   log="$WORK/$tag.log"
   fill_log "$bin" "$dir"
-  env -u RUST_LOG valgrind --tool=callgrind --toggle-collect='fauxpay_provider::durable::recovery::open' \
+  env -u RUST_LOG taskset -c 0 valgrind --tool=callgrind --toggle-collect='fauxpay_provider::durable::recovery::open' \
     --callgrind-out-file="$WORK/$tag.out" "$bin" serve --addr "127.0.0.1:$PORT" --profile happy \
     --data-dir "$dir" >"$log" 2>&1 &
   SERVER_PID=$!
