@@ -155,7 +155,18 @@ fn lock(dir: &Path) -> Result<File, DataDirError> {
 /// returns the file positioned for appending.
 pub fn open(
     dir: &Path,
+    each: impl FnMut(u64, u64, &[u8]) -> Result<(), String>,
+) -> Result<(File, Recovered), DataDirError> {
+    open_then(dir, each, || Ok(()))
+}
+
+/// [`open`], with `finish` run once every record has gone to `each`, before the log is
+/// changed (a torn tail cut, the header marked with this schema): a caller that runs the
+/// records elsewhere waits there for them, so that one failing leaves the log as it was.
+pub fn open_then(
+    dir: &Path,
     mut each: impl FnMut(u64, u64, &[u8]) -> Result<(), String>,
+    finish: impl FnOnce() -> Result<(), String>,
 ) -> Result<(File, Recovered), DataDirError> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let path = dir.join(LOG_FILE);
@@ -285,6 +296,12 @@ pub fn open(
         each_record(&mut each, &mut found, dir, offset, &payload)?;
         offset = next;
     }
+    finish().map_err(|why| DataDirError::Unreadable {
+        dir: dir.to_path_buf(),
+        index: found.records,
+        offset,
+        why,
+    })?;
     found.valid_len = offset;
     found.torn_bytes = len - offset;
     if found.torn_bytes > 0 {
