@@ -227,7 +227,7 @@ fn open_with(
 }
 
 /// Writes handed from the reading thread to the replaying one in one message.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
 
 /// What the reading thread hands the replaying one, in the log's order.
 enum Job {
