@@ -24,7 +24,7 @@ use crate::pipeline::execute::{execute_validated, status_of};
 use crate::resources as api;
 use crate::resources::endpoint::{Call, Endpoint, Verb};
 use crate::resources::events::object::Event;
-use crate::resources::events::store::{Deferred, Publisher};
+use crate::resources::events::store::{handing_off, Deferred, HandedOff, Publisher};
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock;
 use crate::state::shard::Hasher;
@@ -161,7 +161,7 @@ fn open_with(
             let touched = match admit.admit(record)? {
                 Admitted::Skipped => Touched::default(),
                 Admitted::Write(mut write) => {
-                    let (touched, restore) = replay.write(&mut write)?;
+                    let (touched, restore) = replay.write(&mut write, None)?;
                     if let Some(restore) = restore {
                         admit.restore(restore);
                     }
@@ -242,6 +242,8 @@ enum Job {
 struct Done {
     /// Idempotency keys to restore, in the log's order.
     restores: Vec<Restore>,
+    /// The writes' events, to store in the log's order.
+    events: Vec<HandedOff>,
     /// The records run, for the reading thread to free.
     spent: Vec<Write>,
     /// Whether the batch ended with [`Job::Drain`].
@@ -251,10 +253,12 @@ struct Done {
 /// Replays `dir`'s log on two threads. This one runs the writes again, in the log's
 /// order; a second reads the log, checks and decodes each record, skips repeats, restores
 /// the fault plan's attempt counters and, from what each write answered, its idempotency
-/// key. A record that changes the whole state (a reset, a profile, a retirement, the
-/// ledger's totals) waits until every write before it has run and its key is restored,
-/// and is then run by the reading thread while this one waits: so each store sees its
-/// changes in the log's order, as on one thread.
+/// key, and stores each write's events ([`handing_off`]: no write reads the events
+/// table, and they are stored in the log's order, so each gets the sequence number it
+/// gets on one thread). A record that changes the whole state (a reset, a profile, a
+/// retirement, the ledger's totals) waits until every write before it has run and its
+/// key and events are stored, and is then run by the reading thread while this one
+/// waits: so each store sees its changes in the log's order, as on one thread.
 fn two_threads(
     dir: &Path,
     admit: &mut Admit<'_>,
@@ -311,7 +315,7 @@ fn two_threads(
                         index,
                         offset,
                         mut write,
-                    } => match replay.write(&mut write) {
+                    } => match replay.write(&mut write, Some(&mut done.events)) {
                         Ok((_, restore)) => {
                             done.restores.extend(restore);
                             done.spent.push(write);
@@ -367,7 +371,7 @@ impl Feed {
         if self.batch.len() >= BATCH {
             self.send()?;
             while let Ok(done) = self.done.try_recv() {
-                Self::restore(admit, done);
+                Self::restore(admit, done)?;
             }
         }
         Ok(())
@@ -384,19 +388,25 @@ impl Feed {
         self.send()?;
         loop {
             let done = self.done.recv().map_err(|_| REPLAY_STOPPED.to_string())?;
-            if Self::restore(admit, done) {
+            if Self::restore(admit, done)? {
                 return Ok(());
             }
         }
     }
 
-    /// Restores the keys `done` holds and frees its records; whether its batch was
-    /// drained.
-    fn restore(admit: &Admit<'_>, done: Done) -> bool {
+    /// Stores the events and restores the keys `done` holds, and frees its records;
+    /// whether its batch was drained.
+    fn restore(admit: &Admit<'_>, done: Done) -> Result<bool, String> {
+        let events = &admit.app.payments.events;
+        for handed in done.events {
+            if !events.store_handed(handed) {
+                return Err("a write's events were made for another store".into());
+            }
+        }
         for restore in done.restores {
             admit.restore(restore);
         }
-        done.drained
+        Ok(done.drained)
     }
 }
 
@@ -672,7 +682,11 @@ impl<'a> Replay<'a> {
     /// restore with its answer. What is left of the record is the caller's to drop (on
     /// two threads, the thread that made it frees it: a free from another thread costs
     /// more, on both).
-    fn write(&mut self, write: &mut Write) -> Result<(Touched, Option<Restore>), String> {
+    fn write(
+        &mut self,
+        write: &mut Write,
+        events: Option<&mut Vec<HandedOff>>,
+    ) -> Result<(Touched, Option<Restore>), String> {
         let c = &mut *write.commit;
         let key = write.key.take();
         let request_id = c.request_id;
@@ -723,9 +737,10 @@ impl<'a> Replay<'a> {
                 })
             })
         };
-        let ((result, _), touched) = match self.trace {
-            true => trace::touched(run),
-            false => (run(), Touched::default()),
+        let ((result, _), touched) = match (self.trace, events) {
+            (true, _) => trace::touched(run),
+            (false, Some(events)) => (handing_off(events, run), Touched::default()),
+            (false, None) => (run(), Touched::default()),
         };
         self.commits += 1;
         let now = status_of(&result);

@@ -84,10 +84,38 @@ impl Held {
     }
 }
 
+/// A batch of events made on one thread and stored on another ([`handing_off`]), with
+/// the endpoints each wanted.
+pub struct HandedOff {
+    store: usize,
+    batch: Batch,
+    owed: Vec<(usize, Vec<Arc<WebhookEndpoint>>)>,
+}
+
 thread_local! {
+    /// While [`handing_off`] runs: the batches stored on this thread, in order.
+    static HANDED: std::cell::RefCell<Option<Vec<HandedOff>>> = const { std::cell::RefCell::new(None) };
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
     /// An emptied list kept for the next scope (one allocation a thread, not one a scope).
     static SPARE: std::cell::Cell<Vec<Pending>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with every batch of events it stores appended to `into` instead, in order,
+/// for another thread to store ([`Events::store_handed`]): recovery runs the writes on one
+/// thread and stores their events on the other, as nothing the writes do reads them.
+pub fn handing_off<R>(into: &mut Vec<HandedOff>, f: impl FnOnce() -> R) -> R {
+    /// Puts the thread back as it was, however `f` ends.
+    struct Restore(Option<Vec<HandedOff>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            HANDED.set(self.0.take());
+        }
+    }
+    let outer = Restore(HANDED.replace(Some(std::mem::take(into))));
+    let result = f();
+    *into = HANDED.replace(None).unwrap_or_default();
+    drop(outer);
+    result
 }
 
 /// The cause of an event `attempt` makes now.
@@ -339,8 +367,34 @@ impl Events {
 
     /// Stores `batch` and hands its events that endpoints want (`owed`: each event's place
     /// in the batch and its endpoints) to the publisher (or keeps them back while
-    /// recovering).
+    /// recovering); inside [`handing_off`], keeps it for [`Events::store_handed`].
     fn store(&self, batch: Batch, owed: Vec<(usize, Vec<Arc<WebhookEndpoint>>)>) {
+        let mut item = Some((batch, owed));
+        HANDED.with_borrow_mut(|handed| {
+            if let Some(handed) = handed.as_mut() {
+                handed.extend(item.take().map(|(batch, owed)| HandedOff {
+                    store: self.address(),
+                    batch,
+                    owed,
+                }));
+            }
+        });
+        if let Some((batch, owed)) = item {
+            self.stored(batch, owed);
+        }
+    }
+
+    /// Stores a batch [`handing_off`] kept on another thread, as [`Events::store`] would
+    /// have; false (nothing stored) when it was made for another store.
+    pub fn store_handed(&self, handed: HandedOff) -> bool {
+        if handed.store != self.address() {
+            return false;
+        }
+        self.stored(handed.batch, handed.owed);
+        true
+    }
+
+    fn stored(&self, batch: Batch, owed: Vec<(usize, Vec<Arc<WebhookEndpoint>>)>) {
         self.table.insert_all(batch.clone());
         for (at, wanted) in owed {
             let event = batch.event(at);
@@ -389,6 +443,27 @@ mod tests {
             events.emit(kind, json(), None, attempt);
         }
         opened
+    }
+
+    #[test]
+    fn handed_off_events_are_stored_where_and_when_they_are_handed_in_order() {
+        let (events, attempt) = store();
+        let other = Events::default();
+        let mut handed = Vec::new();
+        handing_off(&mut handed, || {
+            open_with(&events, &attempt, &[EventType::ChargeSucceeded]).close(json(), View::AsIs);
+            events.emit(EventType::ChargeRefunded, json(), None, &attempt);
+        });
+        assert!(types(&events).is_empty(), "kept, not stored");
+        assert_eq!(handed.len(), 2, "a scope's batch and a lone event");
+        // Outside `handing_off` the thread stores again.
+        events.emit(EventType::ChargeCaptured, json(), None, &attempt);
+        assert_eq!(types(&events), ["charge.captured"]);
+        let mut handed = handed.into_iter();
+        assert!(!other.store_handed(handed.next().unwrap()), "made for another store");
+        assert!(types(&other).is_empty());
+        assert!(events.store_handed(handed.next().unwrap()));
+        assert_eq!(types(&events), ["charge.captured", "charge.refunded"]);
     }
 
     #[test]
