@@ -738,7 +738,11 @@ impl<'a> Replay<'a> {
             })
         };
         let ((result, _), touched) = match (self.trace, events) {
-            (true, _) => trace::touched(run),
+            (true, events) => {
+                // Compaction's tracing runs on one thread: events are stored here.
+                debug_assert!(events.is_none(), "a write traced and its events handed off");
+                trace::touched(run)
+            }
             (false, Some(events)) => (handing_off(events, run), Touched::default()),
             (false, None) => (run(), Touched::default()),
         };
