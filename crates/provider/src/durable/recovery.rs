@@ -114,8 +114,9 @@ pub fn open(
 }
 
 /// How many threads replay a log: one reads it and runs every record; or one reads,
-/// decodes and restores the keys and counters while another runs the writes again (on
-/// a machine with more than one core, unless compaction needs each record's keys).
+/// decodes, restores the keys and counters and stores the events while another runs the
+/// writes again ([`two_threads`]: on a machine with more than one core, unless compaction
+/// needs each record's keys).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Threads {
     One,
@@ -154,10 +155,10 @@ fn open_with(
     } else {
         file::open(dir, |_, offset, payload| {
             let record = Record::from_bytes(payload).map_err(|e| format!("not a record: {e}"))?;
-            let seq = app.payments.ledger.last_seq();
-            let meta = metas
-                .as_ref()
-                .map(|_| Meta::of(&record, offset, 8 + payload.len() as u64, Touched::default(), seq));
+            let meta = metas.as_ref().map(|_| {
+                let seq = app.payments.ledger.last_seq();
+                Meta::of(&record, offset, 8 + payload.len() as u64, Touched::default(), seq)
+            });
             let touched = match admit.admit(record)? {
                 Admitted::Skipped => Touched::default(),
                 Admitted::Write(mut write) => {

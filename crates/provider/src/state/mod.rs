@@ -1,13 +1,14 @@
 //! The provider's state in memory: the store of every object (`payments`: intents,
 //! charges, refunds, customers, payment methods, setup intents, webhook endpoints, and
 //! the duplicate policy), the ledger of money movements (`ledger`), the sharded tables
-//! they are kept in (`table`, `shard`), shared text one word wide (`thin`), and the one clock
-//! everything reads (`clock`).
+//! they are kept in (`table`, `shard`), shared text one word wide (`thin`), the one clock
+//! everything reads (`clock`), and thread-local modes set for one call (`scoped`).
 
 pub mod clock;
 pub mod ledger;
 pub mod payments;
 pub mod rare;
+pub mod scoped;
 pub mod shard;
 pub mod table;
 pub mod thin;

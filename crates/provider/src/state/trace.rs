@@ -73,19 +73,8 @@ impl Touch {
 /// Runs `f`, noting every key it touches; returns them with its result (sorted, each
 /// once). A panic in `f` leaves the thread as it was (nothing noted from then on).
 pub fn touched<R>(f: impl FnOnce() -> R) -> (R, Touched) {
-    /// Puts back what was being noted before, however `f` ends.
-    struct Restore(Option<Option<Touched>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            if let Some(outer) = self.0.take() {
-                TOUCHED.with(|t| *t.borrow_mut() = outer);
-            }
-        }
-    }
-    let mut restore = Restore(Some(TOUCHED.with(|t| t.replace(Some(Touched::default())))));
-    let result = f();
-    let outer = restore.0.take().unwrap_or_default();
-    let mut seen = TOUCHED.with(|t| t.replace(outer)).unwrap_or_default();
+    let (result, seen) = crate::state::scoped::scoped(&TOUCHED, Some(Touched::default()), f);
+    let mut seen = seen.unwrap_or_default();
     // A key read then written counts as written (sorted by value, the write bit last).
     seen.keys
         .sort_unstable_by_key(|t| (t.plain(), std::cmp::Reverse(t.is_write())));

@@ -25,7 +25,7 @@ enum Script {
 thread_local! {
     static SCRIPT: std::cell::RefCell<Script> = const { std::cell::RefCell::new(Script::Off) };
     /// Whether every event id is drawn (see [`with_event_ids`]).
-    static DRAWN_EVENT_IDS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static DRAWN_EVENT_IDS: std::cell::RefCell<bool> = const { std::cell::RefCell::new(false) };
 }
 
 /// Runs `f` with a scope's event ids after the first `derived` from it ([`EventId::nth`],
@@ -33,20 +33,12 @@ thread_local! {
 /// before data dir schema 5 made them: recovery replays a write of such a log so, for
 /// the tokens its record lists to be drawn where they were.
 pub fn with_event_ids<R>(derived: bool, f: impl FnOnce() -> R) -> R {
-    /// Puts the flag back as it was, however `f` ends.
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            DRAWN_EVENT_IDS.set(self.0);
-        }
-    }
-    let _restore = Restore(DRAWN_EVENT_IDS.replace(!derived));
-    f()
+    crate::state::scoped::scoped(&DRAWN_EVENT_IDS, !derived, f).0
 }
 
 /// Whether this thread draws every event id ([`with_event_ids`]).
 pub fn event_ids_drawn() -> bool {
-    DRAWN_EVENT_IDS.get()
+    DRAWN_EVENT_IDS.with_borrow(|drawn| *drawn)
 }
 
 /// Runs `f` (a synchronous operation) with its tokens scripted: with `replay = None`

@@ -104,17 +104,8 @@ thread_local! {
 /// for another thread to store ([`Events::store_handed`]): recovery runs the writes on one
 /// thread and stores their events on the other, as nothing the writes do reads them.
 pub fn handing_off<R>(into: &mut Vec<HandedOff>, f: impl FnOnce() -> R) -> R {
-    /// Puts the thread back as it was, however `f` ends.
-    struct Restore(Option<Vec<HandedOff>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            HANDED.set(self.0.take());
-        }
-    }
-    let outer = Restore(HANDED.replace(Some(std::mem::take(into))));
-    let result = f();
-    *into = HANDED.replace(None).unwrap_or_default();
-    drop(outer);
+    let (result, handed) = crate::state::scoped::scoped(&HANDED, Some(std::mem::take(into)), f);
+    *into = handed.unwrap_or_default();
     result
 }
 
