@@ -502,7 +502,7 @@ if has_row durable; then
   TOOK=()
   TOOK_ONE=()
   server_cpu=$SERVER_CPU
-  for _ in $(seq "$RUNS"); do
+  for i in $(seq "$RUNS"); do
     for cpus in "$server_cpu,$CLIENT_CPU" "$server_cpu"; do
       SERVER_CPU=$cpus
       t0=$(date +%s.%N)
@@ -517,6 +517,7 @@ if has_row durable; then
       kill -KILL "$SERVER_PID" 2>/dev/null || true
       wait "$SERVER_PID" 2>/dev/null || true
     done
+    echo "  run $i: restart until listening on cores $server_cpu,$CLIENT_CPU $(fmt "${TOOK[-1]}" 2) s, on core $server_cpu alone $(fmt "${TOOK_ONE[-1]}" 2) s" >&2
   done
   SERVER_CPU=$server_cpu
   took=$(median "${TOOK[@]}")
