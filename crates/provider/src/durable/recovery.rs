@@ -1189,23 +1189,63 @@ mod tests {
         });
     }
 
+    /// Where every event of [`mixed_log`] is owed: an endpoint that refuses each delivery
+    /// and retries only after ten minutes, one delivery at a time. So no delivery ends by
+    /// itself during a test, and deliveries are attempted in the order they were queued.
+    fn watched() -> Config {
+        Config {
+            webhooks: vec![crate::config::WebhookTarget {
+                url: WATCHED_URL.into(),
+                secret: "whsec_two_threads".into(),
+            }],
+            delivery: crate::webhooks::Settings {
+                retries: vec![Duration::from_secs(600)],
+                concurrency: 1,
+                ..crate::webhooks::Settings::default()
+            },
+            ..Config::default()
+        }
+    }
+
+    const WATCHED_URL: &str = "http://127.0.0.1:9/hook";
+
     /// The log of [`keyed`] payments across every kind of record that waits for the writes
     /// before it (a profile, a reset, the ledger's totals and sequence), more than a batch
-    /// of writes on each side, and one write repeated.
+    /// of writes on each side, deliveries that ended (acknowledged or given up) before
+    /// and after those records, and one write repeated. Every event is owed to
+    /// [`watched`]'s endpoint.
     fn mixed_log(dir: &Path) {
-        let (app, _) = open_with(Config::default(), Some(dir), Fsync::Never, Threads::One).unwrap();
+        use crate::state::table::Cursor;
+        let (app, _) = open_with(watched(), Some(dir), Fsync::Never, Threads::One).unwrap();
         keyed(&app, "a", 300);
         let source = "name = \"second\"\ndescription = \"a profile swapped mid-log\"\nseed = 7\n";
         app.swap_profile(faults::parse_profile_text("a test", source).unwrap(), source.into());
         app.reset();
         keyed(&app, "b", BATCH + 40);
         let log = app.durable().unwrap();
+        let events = app.payments.events.table.page(Cursor::Start, 13, |_| true).items;
+        let ended = |event: &Event, ok: bool| {
+            log.append(&Record::Delivered {
+                event: event.id().to_string(),
+                url: WATCHED_URL.into(),
+                ok,
+            })
+        };
+        for (i, event) in events[..10].iter().enumerate() {
+            ended(event, i % 2 == 0);
+        }
         log.append(&Record::Totals(app.payments.ledger.totals()));
         log.append(&Record::Sequence {
             ledger: app.payments.ledger.last_seq(),
         });
         keyed(&app, "c", 20);
+        for event in &events[10..] {
+            ended(event, true);
+        }
         log.close();
+        // As if the process ended (its delivery thread, still retrying, keeps the
+        // provider alive in this one).
+        log.hold_lock(None);
         drop(app);
         // The last write once more, as a retried append could leave it.
         let path = dir.join(file::LOG_FILE);
@@ -1230,24 +1270,55 @@ mod tests {
 
     #[test]
     fn two_threads_recover_exactly_what_one_does() {
+        use crate::state::table::Cursor;
         let dir = empty_dir("fauxpay-two-threads");
         mixed_log(&dir);
         // The same log for each (the retries below are logged).
         let copy = empty_dir("fauxpay-two-threads-copy");
         std::fs::copy(dir.join(file::LOG_FILE), copy.join(file::LOG_FILE)).unwrap();
         let recover = |dir: &Path, threads| {
-            let (app, summary) = open_with(Config::default(), Some(dir), Fsync::Never, threads).unwrap();
+            let (app, summary) = open_with(watched(), Some(dir), Fsync::Never, threads).unwrap();
             let summary = summary.unwrap();
-            let state = state_of(&app);
+            // The deliveries resumed, in the order they were queued: each one's first
+            // attempt is refused and waits ten minutes to retry.
+            let resumed = summary.resumed_deliveries;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let (all_tried, counts) = runtime.block_on(
+                app.webhooks
+                    .wait_until(Duration::from_secs(60), |w| w.counts().retrying == resumed),
+            );
+            assert!(all_tried, "{threads:?}: {resumed} resumed, {counts:?}");
+            let mut attempts: Vec<String> = app
+                .webhooks
+                .log
+                .recent(usize::MAX, |_| true)
+                .iter()
+                .map(|r| r.event.to_string())
+                .collect();
+            attempts.reverse();
+            let mut state = state_of(&app);
+            // `--webhook`'s endpoint is made anew by each start (its id and time drawn then).
+            let endpoints = app.payments.webhook_endpoints.page(Cursor::Start, 10, |_| true).items;
+            state[9] = format!("{:?}", endpoints.iter().map(|e| &e.url).collect::<Vec<_>>());
             // Every key was restored: its retry is answered, and makes no payment.
             let before = app.payments.intents.len();
             keyed(&app, "b", 3);
             assert_eq!(app.payments.intents.len(), before, "{threads:?}");
             app.durable().unwrap().close();
             (
-                (summary.records, summary.commits, summary.repeats, summary.diverged),
+                (
+                    summary.records,
+                    summary.commits,
+                    summary.repeats,
+                    summary.diverged,
+                    resumed,
+                ),
                 state,
                 before,
+                attempts,
             )
         };
         let one = recover(&dir, Threads::One);
@@ -1260,11 +1331,21 @@ mod tests {
             (one.0, one.2),
             (two.0, two.2)
         );
-        let ((_, commits, repeats, diverged), _, intents) = one;
+        let first_apart = one.3.iter().zip(&two.3).position(|(a, b)| a != b);
+        assert!(
+            one.3.len() == two.3.len() && first_apart.is_none(),
+            "deliveries resumed in another order: {} and {} attempts, first apart at {first_apart:?}",
+            one.3.len(),
+            two.3.len()
+        );
+        let ((_, commits, repeats, diverged, resumed), _, intents, attempts) = one;
         assert_eq!(
             (commits, repeats, diverged, intents),
             (300 + BATCH as u64 + 40 + 20, 1, 0, BATCH + 40 + 20)
         );
+        // Three events a payment since the reset, less the 13 deliveries that ended.
+        assert_eq!(resumed, 3 * (BATCH as u64 + 40 + 20) - 13);
+        assert_eq!(attempts.len() as u64, resumed);
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(&copy);
     }

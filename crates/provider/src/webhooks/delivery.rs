@@ -259,18 +259,24 @@ impl Webhooks {
     /// Waits until no delivery is queued, in flight or waiting to retry, or `timeout`
     /// passes; says whether it drained, with the counts at that moment.
     pub async fn drain(&self, timeout: Duration) -> (bool, Counts) {
+        self.wait_until(timeout, |w| w.outstanding.load(Ordering::SeqCst) == 0)
+            .await
+    }
+
+    /// Waits until `done` holds, checked each time a delivery moves on, or `timeout`
+    /// passes; says whether it held, with the counts at that moment.
+    pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&Self) -> bool) -> (bool, Counts) {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             // Registered before the check, so a change right after it still wakes us.
             notified.as_mut().enable();
-            if self.outstanding.load(Ordering::SeqCst) == 0 {
+            if done(self) {
                 return (true, self.counts());
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let drained = self.outstanding.load(Ordering::SeqCst) == 0;
-                return (drained, self.counts());
+                return (done(self), self.counts());
             }
         }
     }
