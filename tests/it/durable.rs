@@ -1276,6 +1276,18 @@ async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_
     let events = events["data"].as_array().unwrap();
     assert_eq!(events.len(), 6);
     assert!(events.iter().all(|e| e["pending_webhooks"] == 0), "{events:?}");
+    tokio::task::spawn_blocking(move || server.kill_9()).await.unwrap();
+
+    // Down and up once more: the deliveries resumed and acknowledged last time are
+    // recorded as ended too, so none is sent again.
+    let server = start_async(&dir, &flags).await;
+    assert!(
+        server.startup.contains("0 webhook deliveries resumed"),
+        "{}",
+        server.startup
+    );
+    drained(&client, &server.url).await;
+    assert_eq!(*receiver.acknowledged.lock().unwrap(), after);
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -183,14 +183,13 @@ fn open_with(
             Ok(())
         })?
     };
-    let resumed = admit.resume_deliveries();
     let (commits, diverged, first_divergence, repeats) = (
         replay.commits,
         replay.diverged,
         replay.first_divergence.take(),
         admit.repeats,
     );
-    drop((admit, replay));
+    drop(replay);
     let log = DataLog::start(log_file, fsync, metas).map_err(|source| DataDirError::Io {
         dir: dir.to_path_buf(),
         source,
@@ -203,6 +202,10 @@ fn open_with(
     }
     log.hold_lock(found.dir_lock.take());
     app.attach_data_log(log);
+    // Resumed once the log is attached: a resumed delivery that ends at once is recorded
+    // as ended, so the next restart does not send it again.
+    let resumed = admit.resume_deliveries();
+    drop(admit);
     let Recovered {
         records,
         torn_bytes,
@@ -1103,7 +1106,7 @@ mod tests {
         soak(&app, base, 20, "p");
         let kept = app.payments.events.table.len();
         // As if the process ended: the log closed and its directory lock released (the
-        // delivery thread, still retrying, keeps the provider alive in this process).
+        // delivery thread, still retrying, keeps the data log alive in this process).
         app.durable().unwrap().close();
         app.durable().unwrap().hold_lock(None);
         drop(app);
@@ -1189,13 +1192,14 @@ mod tests {
         });
     }
 
-    /// Where every event of [`mixed_log`] is owed: an endpoint that refuses each delivery
+    /// Where every event of [`mixed_log`] is owed: an endpoint at `url` (a
+    /// [`refusing_url`]) that refuses each delivery
     /// and retries only after ten minutes, one delivery at a time. So no delivery ends by
     /// itself during a test, and deliveries are attempted in the order they were queued.
-    fn watched() -> Config {
+    fn watched(url: &str) -> Config {
         Config {
             webhooks: vec![crate::config::WebhookTarget {
-                url: WATCHED_URL.into(),
+                url: url.into(),
                 secret: "whsec_two_threads".into(),
             }],
             delivery: crate::webhooks::Settings {
@@ -1207,16 +1211,23 @@ mod tests {
         }
     }
 
-    const WATCHED_URL: &str = "http://127.0.0.1:9/hook";
+    /// A local port that refuses every connection for as long as the socket lives: bound,
+    /// never listening, so nothing else can take it. Its URL, and the socket.
+    fn refusing_url() -> (String, tokio::net::TcpSocket) {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let url = format!("http://{}/hook", socket.local_addr().unwrap());
+        (url, socket)
+    }
 
     /// The log of [`keyed`] payments across every kind of record that waits for the writes
     /// before it (a profile, a reset, the ledger's totals and sequence), more than a batch
     /// of writes on each side, deliveries that ended (acknowledged or given up) before
     /// and after those records, and one write repeated. Every event is owed to
     /// [`watched`]'s endpoint.
-    fn mixed_log(dir: &Path) {
+    fn mixed_log(dir: &Path, url: &str) {
         use crate::state::table::Cursor;
-        let (app, _) = open_with(watched(), Some(dir), Fsync::Never, Threads::One).unwrap();
+        let (app, _) = open_with(watched(url), Some(dir), Fsync::Never, Threads::One).unwrap();
         keyed(&app, "a", 300);
         let source = "name = \"second\"\ndescription = \"a profile swapped mid-log\"\nseed = 7\n";
         app.swap_profile(faults::parse_profile_text("a test", source).unwrap(), source.into());
@@ -1227,7 +1238,7 @@ mod tests {
         let ended = |event: &Event, ok: bool| {
             log.append(&Record::Delivered {
                 event: event.id().to_string(),
-                url: WATCHED_URL.into(),
+                url: url.into(),
                 ok,
             })
         };
@@ -1243,8 +1254,8 @@ mod tests {
             ended(event, true);
         }
         log.close();
-        // As if the process ended (its delivery thread, still retrying, keeps the
-        // provider alive in this one).
+        // As if the process ended (its delivery thread, still retrying, keeps the data
+        // log and its directory lock alive in this one).
         log.hold_lock(None);
         drop(app);
         // The last write once more, as a retried append could leave it.
@@ -1272,12 +1283,13 @@ mod tests {
     fn two_threads_recover_exactly_what_one_does() {
         use crate::state::table::Cursor;
         let dir = empty_dir("fauxpay-two-threads");
-        mixed_log(&dir);
+        let (url, _refusing) = refusing_url();
+        mixed_log(&dir, &url);
         // The same log for each (the retries below are logged).
         let copy = empty_dir("fauxpay-two-threads-copy");
         std::fs::copy(dir.join(file::LOG_FILE), copy.join(file::LOG_FILE)).unwrap();
         let recover = |dir: &Path, threads| {
-            let (app, summary) = open_with(watched(), Some(dir), Fsync::Never, threads).unwrap();
+            let (app, summary) = open_with(watched(&url), Some(dir), Fsync::Never, threads).unwrap();
             let summary = summary.unwrap();
             // The deliveries resumed, in the order they were queued: each one's first
             // attempt is refused and waits ten minutes to retry.

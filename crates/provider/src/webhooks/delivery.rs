@@ -5,8 +5,8 @@
 //! dropped, nothing blocks). An attempt that fails (not a 2xx, a timeout, a connection
 //! error, or a delivery fault) waits the next step of [`Settings::retries`] and is queued
 //! again; after the last it is logged as given up and its event counted as failed.
-//! [`Webhooks::drain`] waits, woken by every change (no polling), until nothing is queued,
-//! in flight or waiting to retry.
+//! [`Webhooks::drain`] waits, woken whenever an attempt ends or a retry is queued again (no
+//! polling), until nothing is queued, in flight or waiting to retry.
 //!
 //! Deliveries run on their own thread ([`DeliveryThread`]) at a low CPU priority (nice
 //! 10 on Linux): when the API saturates the CPU it keeps ~90% of it, and deliveries
@@ -193,7 +193,7 @@ pub struct Webhooks {
     /// Deliveries (and duplicate copies) not finished for good, whatever their state: one
     /// counter, so drain never sees a delivery between two states as none.
     outstanding: AtomicU64,
-    /// Woken whenever a delivery moves on (drain waits on it).
+    /// Woken whenever an attempt ends or a retry is queued again (drain waits on it).
     changed: Notify,
     pub log: DeliveryLog,
     /// With `--data-dir`: where a delivery's end is recorded (so recovery resumes only
@@ -263,8 +263,8 @@ impl Webhooks {
             .await
     }
 
-    /// Waits until `done` holds, checked each time a delivery moves on, or `timeout`
-    /// passes; says whether it held, with the counts at that moment.
+    /// Waits until `done` holds, checked whenever an attempt ends or a retry is queued
+    /// again, or `timeout` passes; says whether it held, with the counts at that moment.
     pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&Self) -> bool) -> (bool, Counts) {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
