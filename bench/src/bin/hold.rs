@@ -39,27 +39,38 @@ struct Args {
     deadline_secs: u64,
 }
 
-fn request(i: usize) -> Vec<u8> {
+/// Request `i`, with `Host` the address it goes to, as a client's is: the provider answers
+/// only the names it listens under (a 403 to any other, against DNS rebinding).
+fn request(i: usize, addr: SocketAddr) -> Vec<u8> {
     let body = format!("amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=hold-{i}");
     format!(
-        "POST /v1/payment_intents HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer sk_test_bench\r\nIdempotency-Key: hold-{i}\r\nFauxpay-Fault: hang; hang=60s\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/payment_intents HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer sk_test_bench\r\nIdempotency-Key: hold-{i}\r\nFauxpay-Fault: hang; hang=60s\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
 }
 
-/// The provider's `fauxpay_api_requests_in_flight` gauge, over a plain HTTP/1.0 GET.
-fn in_flight(addr: SocketAddr) -> std::io::Result<u64> {
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    Ok(text
-        .lines()
+/// The provider's `fauxpay_api_requests_in_flight` gauge, over a plain HTTP/1.0 GET; an
+/// answer without it is an error that quotes the answer's first line.
+fn in_flight(addr: SocketAddr) -> Result<u64, String> {
+    let get = || -> std::io::Result<String> {
+        let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)?;
+        Ok(text)
+    };
+    let text = get().map_err(|e| format!("GET /metrics: {e}"))?;
+    text.lines()
         .find_map(|l| l.strip_prefix("fauxpay_api_requests_in_flight "))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0))
+        .ok_or_else(|| {
+            format!(
+                "GET /metrics answered `{}` without fauxpay_api_requests_in_flight",
+                text.lines().next().unwrap_or("nothing")
+            )
+        })
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -76,7 +87,7 @@ async fn main() {
         let end = (next + args.batch).min(args.connections);
         let opened = futures_util::future::join_all((next..end).map(|i| async move {
             let mut s = TcpStream::connect(args.addr).await?;
-            s.write_all(&request(i)).await?;
+            s.write_all(&request(i, args.addr)).await?;
             Ok::<_, std::io::Error>(s)
         }))
         .await;
@@ -92,10 +103,16 @@ async fn main() {
         next = end;
     }
     loop {
-        let n = tokio::task::spawn_blocking(move || in_flight(args.addr))
+        let n = match tokio::task::spawn_blocking(move || in_flight(args.addr))
             .await
             .expect("join")
-            .unwrap_or(0);
+        {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("hold: {e}");
+                std::process::exit(1);
+            }
+        };
         if n as usize >= args.connections {
             println!("held {n}");
             break;
