@@ -942,6 +942,8 @@ mod tests {
             (br#"{"id":"pi_1"} trailing"#, "pi_1"),
             (br#"{"id":"a"b\u00e9"}"#, "a"),
             (br#"{"id":"pi_1","object":"payment_intent","amount":"#, "pi_1"),
+            // A key whose value leads nowhere does not end the search.
+            (br#"{"id":5,"object":{"id":"no"},"id":"pi_3"}"#, "pi_3"),
         ] {
             assert_eq!(
                 t.payment_id_in(body).as_deref(),
