@@ -1222,6 +1222,16 @@ async fn drained(client: &reqwest::Client, url: &str) -> Value {
     body
 }
 
+/// Starts the provider on `dir` and checks its start-up line says `resumed` webhook
+/// deliveries were resumed.
+async fn start_resuming(dir: &Path, flags: &[&str], resumed: u32) -> Server {
+    let server = start_async(dir, flags).await;
+    let noun = if resumed == 1 { "delivery" } else { "deliveries" };
+    let line = format!("{resumed} webhook {noun} resumed");
+    assert!(server.startup.contains(&line), "{}", server.startup);
+    server
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_not_sent_again() {
     let dir = data_dir("hooks");
@@ -1258,12 +1268,7 @@ async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_
 
     // Back up, with the receiver too: B's deliveries resume at once; A's are not repeated.
     receiver.accepting.store(true, Ordering::SeqCst);
-    let server = start_async(&dir, &flags).await;
-    assert!(
-        server.startup.contains("3 webhook deliveries resumed"),
-        "{}",
-        server.startup
-    );
+    let server = start_resuming(&dir, &flags, 3).await;
     drained(&client, &server.url).await;
     let after = receiver.acknowledged.lock().unwrap().clone();
     assert_eq!(after.len(), 6, "{after:?}");
@@ -1280,12 +1285,7 @@ async fn webhook_deliveries_pending_at_a_crash_resume_and_acknowledged_ones_are_
 
     // Down and up once more: the deliveries resumed and acknowledged last time are
     // recorded as ended too, so none is sent again.
-    let server = start_async(&dir, &flags).await;
-    assert!(
-        server.startup.contains("0 webhook deliveries resumed"),
-        "{}",
-        server.startup
-    );
+    let server = start_resuming(&dir, &flags, 0).await;
     drained(&client, &server.url).await;
     assert_eq!(*receiver.acknowledged.lock().unwrap(), after);
     server.terminate();
