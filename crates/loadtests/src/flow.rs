@@ -39,10 +39,10 @@ pub fn capture(captures: &[Capture], headers: &reqwest::header::HeaderMap, body:
     for c in captures {
         let value = c.sources.iter().find_map(|source| match source {
             Source::Header(h) => headers.get(h).and_then(|v| v.to_str().ok()).map(str::to_string),
-            Source::Json(p) => Template::find_str(body, p).or_else(|| {
+            Source::Json(p) => p.find_str(body).or_else(|| {
                 json.get_or_insert_with(|| serde_json::from_slice(body).ok())
                     .as_ref()
-                    .and_then(|j| j.pointer(p))
+                    .and_then(|j| p.lookup(j))
                     .and_then(|v| match v {
                         serde_json::Value::Number(_) | serde_json::Value::Bool(_) => Some(v.to_string()),
                         _ => None,

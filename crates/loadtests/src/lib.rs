@@ -29,6 +29,7 @@ pub mod mix;
 pub mod open;
 pub mod output;
 pub mod plan;
+pub mod pointer;
 pub mod progress;
 pub mod reconcile;
 pub mod report;

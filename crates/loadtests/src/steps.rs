@@ -11,6 +11,7 @@ use rand::Rng;
 use serde::Deserialize;
 
 use crate::error::ConfigError;
+use crate::pointer::Pointer;
 use crate::template::{BodyFormat, Names, Template};
 
 /// Where a step is sent: the target under test, or the provider (the customer's browser
@@ -27,7 +28,7 @@ pub enum Base {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     /// A JSON pointer into the body (a string as it is, a number or boolean as written).
-    Json(String),
+    Json(Pointer),
     /// A response header.
     Header(reqwest::header::HeaderName),
 }
@@ -398,12 +399,16 @@ pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Com
                         Some(h) => reqwest::header::HeaderName::from_bytes(h.trim().as_bytes())
                             .map(Source::Header)
                             .map_err(|_| ConfigError::new(file, &at, "a valid header name after header:")),
-                        None if source.starts_with('/') => Ok(Source::Json(source.clone())),
-                        None => Err(ConfigError::new(
-                            file,
-                            &at,
-                            format!("a JSON pointer starting with '/' or header:NAME, got '{source}'"),
-                        )),
+                        None => Pointer::parse(source)
+                            .filter(|_| source.starts_with('/'))
+                            .map(Source::Json)
+                            .ok_or_else(|| {
+                                ConfigError::new(
+                                    file,
+                                    &at,
+                                    format!("a JSON pointer starting with '/' or header:NAME, got '{source}'"),
+                                )
+                            }),
                     })
                     .collect::<Result<Vec<_>, ConfigError>>()?;
                 Ok(Capture {

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::error::ConfigError;
+use crate::pointer::Pointer;
 
 /// The values one attempt fills in.
 #[derive(Debug, Clone)]
@@ -312,7 +313,7 @@ pub struct Template {
     format: BodyFormat,
     body: Text,
     headers: Vec<(reqwest::header::HeaderName, Text)>,
-    payment_id: Vec<String>,
+    payment_id: Vec<Pointer>,
     /// `[fulfillment]`, if the template has one.
     pub fulfillment: Option<Probe>,
 }
@@ -577,15 +578,7 @@ impl Template {
                 Text::compile_with(value, file, &format!("headers.{name}"), names)?,
             ));
         }
-        for p in &t.payment_id {
-            if !p.starts_with('/') {
-                return Err(ConfigError::new(
-                    file,
-                    "payment_id",
-                    format!("JSON pointers starting with '/', got '{p}'"),
-                ));
-            }
-        }
+        let payment_id = pointers(file, "payment_id", &t.payment_id)?;
         let fulfillment = t.fulfillment.as_ref().map(|p| Probe::compile(file, p)).transpose()?;
         Ok(Self {
             name: t.name,
@@ -594,7 +587,7 @@ impl Template {
             format: t.format,
             body,
             headers,
-            payment_id: t.payment_id,
+            payment_id,
             fulfillment,
         })
     }
@@ -664,16 +657,11 @@ impl Template {
                 "a body that sends {{order_id}} (the provider correlates charges by it)",
             ));
         }
-        self.payment_id = payment_id.unwrap_or_else(default_pointers);
-        for ptr in &self.payment_id {
-            if !ptr.starts_with('/') {
-                return Err(ConfigError::new(
-                    file,
-                    &format!("{field}.payment_id"),
-                    format!("JSON pointers starting with '/', got '{ptr}'"),
-                ));
-            }
-        }
+        self.payment_id = pointers(
+            file,
+            &format!("{field}.payment_id"),
+            &payment_id.unwrap_or_else(default_pointers),
+        )?;
         self.fulfillment = fulfillment.map(|p| Probe::compile(file, p)).transpose()?;
         self.name = name.to_string();
         Ok(self)
@@ -734,181 +722,29 @@ impl Template {
     pub fn payment_id(&self, body: &serde_json::Value) -> Option<String> {
         self.payment_id
             .iter()
-            .find_map(|p| body.pointer(p).and_then(|v| v.as_str()).map(str::to_string))
+            .find_map(|p| p.lookup(body).and_then(|v| v.as_str()).map(str::to_string))
     }
 
     /// [`Template::payment_id`] of an answer's raw body, without building its JSON
-    /// tree: each pointer is followed while the body is read, and reading stops at the id
-    /// (a Stripe object's first key), so the rest of the body is not scanned; only the id
-    /// is copied. It differs from parsing the whole body only for bodies no API sends:
-    /// with duplicate keys the first wins, and what follows the id is not checked
-    /// (reqwest has already refused a body cut short by the connection). `None` when no
+    /// tree: each pointer is followed through the bytes and reading stops at the id (a
+    /// Stripe object's first key); only the id is copied. It differs from parsing the
+    /// whole body only for bodies no API sends (see [`crate::pointer`]). `None` when no
     /// pointer leads to a string in a body that is JSON up to that point.
     pub fn payment_id_in(&self, body: &[u8]) -> Option<String> {
-        self.payment_id.iter().find_map(|p| pointer::find_str(body, p))
-    }
-
-    /// The string a JSON pointer names in `json`, read as [`Template::payment_id_in`]
-    /// reads (without building the document).
-    pub fn find_str(json: &[u8], pointer: &str) -> Option<String> {
-        pointer::find_str(json, pointer)
+        self.payment_id.iter().find_map(|p| p.find_str(body))
     }
 }
 
-/// Following a JSON pointer through a document as it is parsed.
-mod pointer {
-    use std::cell::Cell;
-    use std::fmt;
-
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-
-    /// The string `pointer` (RFC 6901, as `serde_json::Value::pointer` reads it) names
-    /// in `json`, read until that string (see [`super::Template::payment_id_in`]).
-    pub fn find_str(json: &[u8], pointer: &str) -> Option<String> {
-        let tokens: Vec<String> = if pointer.is_empty() {
-            Vec::new()
-        } else {
-            pointer
-                .strip_prefix('/')?
-                .split('/')
-                .map(|t| t.replace("~1", "/").replace("~0", "~"))
-                .collect()
-        };
-        let found = Cell::new(None);
-        let mut de = serde_json::Deserializer::from_slice(json);
-        // Finding the string ends the parse with an error: the string is in `found`.
-        let _ = Follow(&tokens, &found).deserialize(&mut de);
-        found.into_inner()
-    }
-
-    /// Follows the remaining tokens into the next value; the string at their end goes
-    /// into the cell, and the parse stops there.
-    struct Follow<'a>(&'a [String], &'a Cell<Option<String>>);
-
-    impl<'de> DeserializeSeed<'de> for Follow<'_> {
-        type Value = ();
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-
-    impl Follow<'_> {
-        fn found<E: serde::de::Error>(&self, v: impl Into<String>) -> Result<(), E> {
-            if !self.0.is_empty() {
-                return Ok(());
-            }
-            self.1.set(Some(v.into()));
-            Err(E::custom("found"))
-        }
-    }
-
-    /// An array index as `serde_json` reads one: no sign, no leading zero.
-    fn index(token: &str) -> Option<usize> {
-        if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
-            None
-        } else {
-            token.parse().ok()
-        }
-    }
-
-    impl<'de> Visitor<'de> for Follow<'_> {
-        type Value = ();
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON value")
-        }
-
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
-            self.found(v)
-        }
-
-        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<(), E> {
-            self.found(v)
-        }
-
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            Ok(())
-        }
-
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            Ok(())
-        }
-
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            Ok(())
-        }
-
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            Ok(())
-        }
-
-        fn visit_unit<E>(self) -> Result<(), E> {
-            Ok(())
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            let Some((first, rest)) = self.0.split_first() else {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(());
-            };
-            while let Some(is_it) = map.next_key_seed(KeyIs(first))? {
-                if is_it {
-                    map.next_value_seed(Follow(rest, self.1))?;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(())
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            let target = self
-                .0
-                .split_first()
-                .and_then(|(first, rest)| Some((index(first)?, rest)));
-            let mut i = 0;
-            loop {
-                match target {
-                    Some((t, rest)) if t == i => {
-                        if seq.next_element_seed(Follow(rest, self.1))?.is_none() {
-                            break;
-                        }
-                    }
-                    _ => {
-                        if seq.next_element::<IgnoredAny>()?.is_none() {
-                            break;
-                        }
-                    }
-                }
-                i += 1;
-            }
-            Ok(())
-        }
-    }
-
-    /// Whether a key equals the token (compared in place, nothing copied).
-    struct KeyIs<'a>(&'a str);
-
-    impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-        type Value = bool;
-
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-            d.deserialize_str(self)
-        }
-    }
-
-    impl<'de> Visitor<'de> for KeyIs<'_> {
-        type Value = bool;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a key")
-        }
-
-        fn visit_str<E>(self, v: &str) -> Result<bool, E> {
-            Ok(v == self.0)
-        }
-    }
+/// Each of a template's `field` (JSON pointers starting with '/'), compiled.
+pub(crate) fn pointers(file: &str, field: &str, written: &[String]) -> Result<Vec<Pointer>, ConfigError> {
+    written
+        .iter()
+        .map(|p| {
+            Pointer::parse(p)
+                .filter(|_| !p.is_empty())
+                .ok_or_else(|| ConfigError::new(file, field, format!("JSON pointers starting with '/', got '{p}'")))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -950,19 +786,6 @@ mod tests {
                 Some(id),
                 "{}",
                 String::from_utf8_lossy(body)
-            );
-        }
-        for (json, p) in [
-            (r#"{"data":[{"id":"x"},{"id":"y"}]}"#, "/data/1/id"),
-            (r#"{"data":[{"id":"x"}]}"#, "/data/01/id"),
-            (r#"{"a/b":{"m~n":"z"}}"#, "/a~1b/m~0n"),
-            (r#""whole""#, ""),
-        ] {
-            let v: serde_json::Value = serde_json::from_str(json).unwrap();
-            assert_eq!(
-                pointer::find_str(json.as_bytes(), p),
-                v.pointer(p).and_then(|v| v.as_str()).map(str::to_string),
-                "{json} {p}"
             );
         }
     }
