@@ -1224,8 +1224,8 @@ mod tests {
     /// before it (a profile, a reset, the ledger's totals and sequence), more than a batch
     /// of writes on each side, deliveries that ended (acknowledged or given up) before
     /// and after those records, and one write repeated. Every event is owed to
-    /// [`watched`]'s endpoint.
-    fn mixed_log(dir: &Path, url: &str) {
+    /// [`watched`]'s endpoint. The live provider's state when it ended ([`comparable`]).
+    fn mixed_log(dir: &Path, url: &str) -> Vec<String> {
         use crate::state::table::Cursor;
         let (app, _) = open_with(watched(url), Some(dir), Fsync::Never, Threads::One).unwrap();
         keyed(&app, "a", 300);
@@ -1235,7 +1235,14 @@ mod tests {
         keyed(&app, "b", BATCH + 40);
         let log = app.durable().unwrap();
         let events = app.payments.events.table.page(Cursor::Start, 13, |_| true).items;
+        // A delivery that ends, as the delivery thread ends one: the event's state, then
+        // the record.
         let ended = |event: &Event, ok: bool| {
+            if ok {
+                event.acknowledged();
+            } else {
+                event.mark_failed();
+            }
             log.append(&Record::Delivered {
                 event: event.id().to_string(),
                 url: url.into(),
@@ -1254,6 +1261,7 @@ mod tests {
             ended(event, true);
         }
         log.close();
+        let live = comparable(&app);
         // As if the process ended (its delivery thread, still retrying, keeps the data
         // log and its directory lock alive in this one).
         log.hold_lock(None);
@@ -1277,14 +1285,24 @@ mod tests {
         let mut again = bytes.clone();
         again.extend_from_slice(&bytes[last]);
         std::fs::write(&path, again).unwrap();
+        live
+    }
+
+    /// [`state_of`], with `--webhook`'s endpoint compared by its URL: each start makes it
+    /// anew (its id and time drawn then).
+    fn comparable(app: &Provider) -> Vec<String> {
+        use crate::state::table::Cursor;
+        let mut state = state_of(app);
+        let endpoints = app.payments.webhook_endpoints.page(Cursor::Start, 10, |_| true).items;
+        state[9] = format!("{:?}", endpoints.iter().map(|e| &e.url).collect::<Vec<_>>());
+        state
     }
 
     #[test]
     fn two_threads_recover_exactly_what_one_does() {
-        use crate::state::table::Cursor;
         let dir = empty_dir("fauxpay-two-threads");
         let (url, _refusing) = refusing_url();
-        mixed_log(&dir, &url);
+        let live = mixed_log(&dir, &url);
         // The same log for each (the retries below are logged).
         let copy = empty_dir("fauxpay-two-threads-copy");
         std::fs::copy(dir.join(file::LOG_FILE), copy.join(file::LOG_FILE)).unwrap();
@@ -1311,10 +1329,7 @@ mod tests {
                 .map(|r| r.event.to_string())
                 .collect();
             attempts.reverse();
-            let mut state = state_of(&app);
-            // `--webhook`'s endpoint is made anew by each start (its id and time drawn then).
-            let endpoints = app.payments.webhook_endpoints.page(Cursor::Start, 10, |_| true).items;
-            state[9] = format!("{:?}", endpoints.iter().map(|e| &e.url).collect::<Vec<_>>());
+            let state = comparable(&app);
             // Every key was restored: its retry is answered, and makes no payment.
             let before = app.payments.intents.len();
             keyed(&app, "b", 3);
@@ -1349,6 +1364,12 @@ mod tests {
             "deliveries resumed in another order: {} and {} attempts, first apart at {first_apart:?}",
             one.3.len(),
             two.3.len()
+        );
+        // And both recovered what the live provider held when it ended, not only the same.
+        let unlike_live: Vec<usize> = (0..live.len()).filter(|&i| live[i] != one.1[i]).collect();
+        assert!(
+            unlike_live.is_empty(),
+            "stores unlike the live provider's: {unlike_live:?}"
         );
         let ((_, commits, repeats, diverged, resumed), _, intents, attempts) = one;
         assert_eq!(
