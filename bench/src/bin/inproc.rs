@@ -5,8 +5,18 @@
 //! alone (shared writes, locks), without the kernel or the client: on a 2-core host,
 //! perfect scaling is 2.0.
 //!
-//!   inproc [PAYMENTS] [THREADS]   # default 200000 a run, from 1 then 2 threads (or only
-//!                                 # THREADS, e.g. under a profiler); one JSON line each
+//! Then its ceiling: 2 threads again, each driving a provider of its own (PAYMENTS each,
+//! so each provider grows as the one-thread run's does), so that they share nothing of
+//! the provider's (only the process, the allocator and the host). On a
+//! host whose two cores slow each other down (virtual CPUs on one physical core's
+//! hyper-threads, a shared cache or memory bus), that ratio is below 2.0 with no
+//! contention in fauxpay at all, and it is the most the shared run can reach there.
+//!
+//!   inproc [PAYMENTS] [THREADS] [apart]   # default 200000 a run, from 1 thread, 2
+//!                                         # threads on one provider, 2 threads on a
+//!                                         # provider each (or only THREADS, on one
+//!                                         # provider or, with `apart`, on one each, e.g.
+//!                                         # under a profiler); one JSON line each
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,24 +29,35 @@ use fauxpay_provider::{post_in_process, ApiKey, Config, Provider};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn rate(threads: usize, payments: usize) -> f64 {
+/// Payments a second from `threads` driver tasks: `payments` in all on one provider, or
+/// (`apart`) `payments` on each of a provider per thread.
+fn rate(threads: usize, payments: usize, apart: bool) -> f64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let app = Provider::new(Config::default());
-        let key = ApiKey::new("sk_test_inproc");
-        // Warm-up: the spec, the tables' first shards, the allocator.
-        for i in 0..1000 {
-            let body = format!("amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=w{i}");
-            post_in_process(&app, &key, "/v1/payment_intents", Some(&format!("w{i}")), &body).await;
+        let providers = if apart { threads } else { 1 };
+        let mut apps = Vec::new();
+        for p in 0..providers {
+            let app = Provider::new(Config::default());
+            let key = ApiKey::new("sk_test_inproc");
+            // Warm-up: the spec, the tables' first shards, the allocator.
+            for i in 0..1000 {
+                let body = format!(
+                    "amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=w{p}-{i}"
+                );
+                post_in_process(&app, &key, "/v1/payment_intents", Some(&format!("w{p}-{i}")), &body).await;
+            }
+            apps.push(app);
         }
-        let per = payments / threads;
+        // Apart, each provider ends as full as the one-thread run's: its tables' sizes
+        // (and their growth on the way) are the same, so the ratio shows the host.
+        let per = if apart { payments } else { payments / threads };
         let started = Instant::now();
         let tasks: Vec<_> = (0..threads)
             .map(|t| {
-                let app: Arc<Provider> = app.clone();
+                let app: Arc<Provider> = apps[t % providers].clone();
                 // A key of the thread's own, as the HTTP edge gives each worker thread
                 // (`ApiKey::interned`): one shared key's holder count, written by every
                 // request on both threads, would be contention the server does not have.
@@ -67,8 +88,19 @@ fn main() {
     let only: Option<usize> = std::env::args()
         .nth(2)
         .map(|n| n.parse().ok().filter(|t| *t > 0).expect("THREADS: a number above 0"));
-    for threads in only.map_or(vec![1, 2], |t| vec![t]) {
-        let r = rate(threads, payments);
-        println!("{{\"threads\":{threads},\"payments\":{payments},\"per_second\":{r:.0}}}");
+    let apart = match std::env::args().nth(3).as_deref() {
+        None => false,
+        Some("apart") => true,
+        Some(other) => panic!("the third argument is `apart` or nothing, got {other:?}"),
+    };
+    let runs = only.map_or(vec![(1, false), (2, false), (2, true)], |t| vec![(t, apart)]);
+    for (threads, apart) in runs {
+        let r = rate(threads, payments, apart);
+        let (providers, total) = if apart {
+            (threads, payments * threads)
+        } else {
+            (1, payments)
+        };
+        println!("{{\"threads\":{threads},\"providers\":{providers},\"payments\":{total},\"per_second\":{r:.0}}}");
     }
 }
