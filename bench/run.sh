@@ -9,6 +9,8 @@
 # The new and replay rows each add a reported "ceiling" row: hello-world sending the
 # provider's own answer and headers and doing nothing else, against plain hello-world:
 # how near hello a provider with no work of its own could come on this host.
+# The in-process row adds one too: two threads each on a provider of its own, against
+# one thread: what the host gives two busy cores with no contention inside fauxpay.
 #
 #   bench/run.sh                       # all rows, about 12 minutes (BENCH_RUNS=5: 15)
 #   BENCH_ROWS="new replay" bench/run.sh

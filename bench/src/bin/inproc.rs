@@ -10,7 +10,8 @@
 //! the provider's (only the process, the allocator and the host). On a
 //! host whose two cores slow each other down (virtual CPUs on one physical core's
 //! hyper-threads, a shared cache or memory bus), that ratio is below 2.0 with no
-//! contention in fauxpay at all, and it is the most the shared run can reach there.
+//! contention in fauxpay at all: an estimate of what the shared run could reach there
+//! (not a bound: the two providers hold twice the memory of the shared one).
 //!
 //!   inproc [PAYMENTS] [THREADS] [apart]   # default 200000 a run, from 1 thread, 2
 //!                                         # threads on one provider, 2 threads on a
@@ -99,7 +100,7 @@ fn main() {
         let (providers, total) = if apart {
             (threads, payments * threads)
         } else {
-            (1, payments)
+            (1, payments / threads * threads)
         };
         println!("{{\"threads\":{threads},\"providers\":{providers},\"payments\":{total},\"per_second\":{r:.0}}}");
     }

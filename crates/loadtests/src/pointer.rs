@@ -349,6 +349,8 @@ mod tests {
         let bodies = [
             INTENT,
             r#"{"data":[{"id":"x"},{"id":"y"}],"a/b":{"m~n":"z","":"empty key"},"0":["zero"]}"#,
+            // An escaped backslash just before the closing quote, passed over and found.
+            r#"{"skipped":"ends in \\","k\\":["\\"],"found":"\\"}"#,
             r#"{"error":{"type":"card_error","payment_intent":{"id":"pi_2","x":[1,{"id":3}]}}}"#,
             r#"[ "a" , [ "b" , { "c" : "d" } ] ]"#,
             r#""whole""#,
@@ -378,6 +380,8 @@ mod tests {
         assert!(checked >= 28, "only {checked} strings checked");
         assert_eq!(found(INTENT.as_bytes(), "/status").as_deref(), Some("succeeded"));
         assert_eq!(found(INTENT.as_bytes(), "/stage").as_deref(), Some("escaped key"));
+        let backslashes = br#"{"skipped":"ends in \\","found":"\\"}"#;
+        assert_eq!(found(backslashes, "/found").as_deref(), Some("\\"));
         assert_eq!(
             found(INTENT.as_bytes(), "/description").as_deref(),
             Some("a \"quoted\" \\ back/slash é café 😀")
@@ -433,7 +437,7 @@ mod tests {
     #[test]
     fn eight_bytes_at_a_time_find_the_first_quote_or_backslash() {
         // Every byte value at every place, over fillers next to the two searched for.
-        for filler in [0u8, b'!', b'#', b'[', b']', 0x21, 0xa2, 0xdc, 0xff] {
+        for filler in [0u8, b'!', b'#', b'[', b']', b'\\', 0x7f, 0xa2, 0xdc, 0xff] {
             for place in 0..8 {
                 for byte in 0..=255u8 {
                     let mut word = [filler; 8];
