@@ -212,6 +212,42 @@ impl Walk<'_> {
         }
     }
 
+    /// Consumes a container's opening bracket; whether `close` follows at once (then
+    /// consumed too: the container is empty).
+    fn opens_empty(&mut self, close: u8) -> Step<bool> {
+        self.i += 1;
+        if self.peek()? == close {
+            self.i += 1;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// One member's value (an object's, after its key) or an array's element: followed
+    /// into when `wanted`, else passed over; then the `,` or the container's `close`.
+    /// `Some(Some)` the string found, `Some(None)` the container ended without it, `None`
+    /// another member follows.
+    fn member(&mut self, wanted: bool, rest: &[Token], close: u8) -> Step<Option<Option<String>>> {
+        if wanted {
+            if let Some(found) = self.follow(rest)? {
+                return Ok(Some(Some(found)));
+            }
+        } else {
+            self.skip()?;
+        }
+        match self.peek()? {
+            b',' => {
+                self.i += 1;
+                Ok(None)
+            }
+            c if c == close => {
+                self.i += 1;
+                Ok(Some(None))
+            }
+            _ => Err(NotJson),
+        }
+    }
+
     /// Follows `tokens` into the value at `i`, passing over it whole when it does not
     /// lead to a string: `Ok(Some)` the string found, `Ok(None)` the value passed.
     fn follow(&mut self, tokens: &[Token]) -> Step<Option<String>> {
@@ -224,9 +260,7 @@ impl Walk<'_> {
         };
         match self.peek()? {
             b'{' => {
-                self.i += 1;
-                if self.peek()? == b'}' {
-                    self.i += 1;
+                if self.opens_empty(b'}')? {
                     return Ok(None);
                 }
                 loop {
@@ -240,20 +274,8 @@ impl Walk<'_> {
                         self.b[start..end] == *first.key.as_bytes()
                     };
                     self.expect(b':')?;
-                    if is_it {
-                        if let Some(found) = self.follow(rest)? {
-                            return Ok(Some(found));
-                        }
-                    } else {
-                        self.skip()?;
-                    }
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b'}' => {
-                            self.i += 1;
-                            return Ok(None);
-                        }
-                        _ => return Err(NotJson),
+                    if let Some(found) = self.member(is_it, rest, b'}')? {
+                        return Ok(found);
                     }
                 }
             }
@@ -261,30 +283,15 @@ impl Walk<'_> {
                 let Some(target) = first.index else {
                     return self.skip().map(|()| None);
                 };
-                self.i += 1;
-                if self.peek()? == b']' {
-                    self.i += 1;
+                if self.opens_empty(b']')? {
                     return Ok(None);
                 }
-                let mut n = 0;
-                loop {
-                    if n == target {
-                        if let Some(found) = self.follow(rest)? {
-                            return Ok(Some(found));
-                        }
-                    } else {
-                        self.skip()?;
-                    }
-                    n += 1;
-                    match self.peek()? {
-                        b',' => self.i += 1,
-                        b']' => {
-                            self.i += 1;
-                            return Ok(None);
-                        }
-                        _ => return Err(NotJson),
+                for n in 0.. {
+                    if let Some(found) = self.member(n == target, rest, b']')? {
+                        return Ok(found);
                     }
                 }
+                Ok(None)
             }
             _ => self.skip().map(|()| None),
         }
