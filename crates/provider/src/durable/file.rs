@@ -754,7 +754,14 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        // A fixed seed, so that a run is repeatable; PROPTEST_RNG_SEED=N explores another.
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(
+                std::env::var("PROPTEST_RNG_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_261_206),
+            ),
+            ..Default::default()
+        })]
 
         /// Random damage (a bit flipped anywhere after the header, maybe a tail cut or
         /// garbage appended): the log either reads back records that are exactly the ones

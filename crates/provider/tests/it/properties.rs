@@ -83,7 +83,14 @@ fn query() -> impl Strategy<Value = Query> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    // A fixed seed, so that a run is repeatable; PROPTEST_RNG_SEED=N explores another.
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(
+            std::env::var("PROPTEST_RNG_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20_261_206),
+        ),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn forms_never_panic(body in prop::collection::vec(any::<u8>(), 0..512)) {
