@@ -3,16 +3,16 @@
 //! payment id or a flow step captures a value, without building the document.
 //!
 //! The walk reads only what leads to the value: at each level it compares keys (or
-//! counts array elements) and passes over the values in between by their brackets and
-//! strings. It stops at the string the pointer names, so
+//! counts array elements) and passes over the values in between by their strings and
+//! brackets' depth. It stops at the string the pointer names, so
 //! a Stripe object's `id`, its first key, costs a few dozen bytes, and its `status`, some
 //! forty keys in, one pass over them. It gives what `serde_json::Value::pointer` gives on
 //! the parsed body, except on bodies no API sends:
 //! - with duplicate keys the first that leads to a string wins;
 //! - what follows the string is not read (reqwest has already refused a body cut short
 //!   by the connection);
-//! - a value passed over is checked only for its brackets and strings, not its
-//!   numbers or literals, and a key that is not the token is compared by its bytes, not
+//! - a value passed over is checked only for its strings and its brackets' depth (not
+//!   that they pair, nor its numbers or literals), and a key that is not the token is compared by its bytes, not
 //!   checked to be UTF-8.
 
 use std::fmt;
@@ -35,12 +35,6 @@ struct Token {
 impl fmt::Debug for Pointer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.text)
-    }
-}
-
-impl fmt::Display for Pointer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
     }
 }
 
@@ -67,6 +61,12 @@ impl Pointer {
             text: text.to_string(),
             tokens,
         })
+    }
+
+    /// A pointer as a template writes one: starting with '/' (a template never names the
+    /// whole answer).
+    pub fn rooted(text: &str) -> Option<Self> {
+        Self::parse(text).filter(|_| text.starts_with('/'))
     }
 
     pub fn as_str(&self) -> &str {
@@ -465,6 +465,8 @@ mod tests {
     #[test]
     fn pointers_are_parsed_as_rfc_6901_writes_them() {
         assert_eq!(Pointer::parse("status"), None);
+        assert_eq!(Pointer::rooted(""), None);
+        assert!(Pointer::rooted("/").is_some());
         let p = Pointer::parse("/a~1b/m~0n/~01").unwrap();
         assert_eq!(p.as_str(), "/a~1b/m~0n/~01");
         assert_eq!(

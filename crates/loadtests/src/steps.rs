@@ -399,16 +399,13 @@ pub(crate) fn compile(file: &str, f: &FlowFile, preset: &[String]) -> Result<Com
                         Some(h) => reqwest::header::HeaderName::from_bytes(h.trim().as_bytes())
                             .map(Source::Header)
                             .map_err(|_| ConfigError::new(file, &at, "a valid header name after header:")),
-                        None => Pointer::parse(source)
-                            .filter(|_| source.starts_with('/'))
-                            .map(Source::Json)
-                            .ok_or_else(|| {
-                                ConfigError::new(
-                                    file,
-                                    &at,
-                                    format!("a JSON pointer starting with '/' or header:NAME, got '{source}'"),
-                                )
-                            }),
+                        None => Pointer::rooted(source).map(Source::Json).ok_or_else(|| {
+                            ConfigError::new(
+                                file,
+                                &at,
+                                format!("a JSON pointer starting with '/' or header:NAME, got '{source}'"),
+                            )
+                        }),
                     })
                     .collect::<Result<Vec<_>, ConfigError>>()?;
                 Ok(Capture {

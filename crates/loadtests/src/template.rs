@@ -740,8 +740,7 @@ pub(crate) fn pointers(file: &str, field: &str, written: &[String]) -> Result<Ve
     written
         .iter()
         .map(|p| {
-            Pointer::parse(p)
-                .filter(|_| !p.is_empty())
+            Pointer::rooted(p)
                 .ok_or_else(|| ConfigError::new(file, field, format!("JSON pointers starting with '/', got '{p}'")))
         })
         .collect()

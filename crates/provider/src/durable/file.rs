@@ -786,16 +786,14 @@ mod tests {
             let bytes_written = bytes.len();
             let body = bytes.len() - HEADER_LEN as usize;
             let mut damage = Vec::new();
-            let mut kept = None;
+            let keep = cut.map(|cut| HEADER_LEN as usize + (cut * body as f64) as usize);
             for (at, bit) in &flips {
                 let i = HEADER_LEN as usize + ((at * body as f64) as usize).min(body - 1);
                 bytes[i] ^= 1 << bit;
                 damage.push(i);
             }
-            if let Some(cut) = cut {
-                let keep = HEADER_LEN as usize + (cut * body as f64) as usize;
+            if let Some(keep) = keep {
                 damage.push(keep);
-                kept = Some(keep);
                 bytes.truncate(keep);
             }
             let last_damage = damage.iter().copied().max().unwrap_or(0);
@@ -812,9 +810,9 @@ mod tests {
                     let lost = seen.len();
                     let end = starts.get(lost + 1).map_or(bytes_written, |&s| s as usize);
                     proptest::prop_assert!(
-                        last_damage >= starts[lost] as usize || kept.is_some_and(|k| k < end),
+                        last_damage >= starts[lost] as usize || keep.is_some_and(|k| k < end),
                         "record {} was lost though no damage reached it (damage at {:?})",
-                        seen.len(),
+                        lost,
                         damage
                     );
                     proptest::prop_assert!(
