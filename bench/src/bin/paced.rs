@@ -122,12 +122,14 @@ fn main() {
     let duration = finished - start;
     let requests = counts.requests.load(Ordering::Relaxed);
     println!(
-        "BENCH {{\"requests\":{},\"duration_us\":{},\"rps\":{:.1},\"p50_us\":{},\"p99_us\":{},\"status_errors\":{},\"socket_errors\":{}}}",
+        "BENCH {{\"requests\":{},\"duration_us\":{},\"rps\":{:.1},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"status_errors\":{},\"socket_errors\":{}}}",
         requests,
         duration.as_micros(),
         requests as f64 / duration.as_secs_f64(),
         all.value_at_quantile(0.5),
         all.value_at_quantile(0.99),
+        all.value_at_quantile(0.999),
+        all.max(),
         counts.status_errors.load(Ordering::Relaxed),
         counts.socket_errors.load(Ordering::Relaxed),
     );

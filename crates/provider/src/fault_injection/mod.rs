@@ -22,7 +22,7 @@ use hashbrown::HashTable;
 use crate::error::ApiError;
 use crate::idempotency::key::IdempotencyKey;
 use crate::state::clock::now_ms;
-use crate::state::shard::{self, FastMap, Hasher, Sharded};
+use crate::state::shard::{FastMap, Hasher, Sharded};
 use crate::state::thin::ThinStr;
 use crate::stripe::cards::Decline;
 use crate::stripe::ids::CorrelationId;
@@ -99,6 +99,9 @@ pub struct PlanInput<'a> {
 /// the injector's epoch), so that it can expire with the identity's key.
 struct Counted {
     identity: ThinStr,
+    /// The identity's [`identity_hash`], kept (in what was the entry's padding) so that the
+    /// table grows without reading any identity.
+    hash: u32,
     count: u32,
     /// (Negative for an attempt restored from the data dir that is older than the injector.)
     last_ns: i64,
@@ -113,14 +116,13 @@ struct Attempts {
     table: HashTable<Counted>,
 }
 
+const _: () = assert!(std::mem::size_of::<Counted>() == 24, "a counted identity grew");
+
 impl Attempts {
     /// Counts one more attempt of `identity` at `now_ns`; returns its number (1 for the first).
-    fn next(&mut self, hash: u64, identity: &ThinStr, now_ns: i64, hasher: &Hasher) -> u32 {
+    fn next(&mut self, hash: u32, identity: &ThinStr, now_ns: i64) -> u32 {
         // One probe finds the identity or the slot for it.
-        match self
-            .table
-            .entry(hash, |c| c.identity == *identity, identity_hash(hasher))
-        {
+        match self.table.entry(widen(hash), |c| c.identity == *identity, counted_hash) {
             Entry::Occupied(mut found) => {
                 let c = found.get_mut();
                 c.count = c.count.saturating_add(1);
@@ -130,6 +132,7 @@ impl Attempts {
             Entry::Vacant(slot) => {
                 slot.insert(Counted {
                     identity: identity.clone(),
+                    hash,
                     count: 1,
                     last_ns: now_ns,
                 });
@@ -139,9 +142,21 @@ impl Attempts {
     }
 }
 
-/// The hash of a counted identity: what the attempts' table needs when it grows.
-fn identity_hash(hasher: &Hasher) -> impl Fn(&Counted) -> u64 + '_ {
-    move |c| hasher.hash_one(&c.identity)
+/// An identity's hash in the attempts' table: 32 bits, which its entry keeps.
+fn identity_hash(hasher: &Hasher, identity: &ThinStr) -> u32 {
+    hasher.hash_one(identity) as u32
+}
+
+/// 32 bits of hash as hashbrown reads 64: it places an entry by the low bits and tags it
+/// with the top seven, here bits 25 to 31 of the 32.
+fn widen(hash: u32) -> u64 {
+    u64::from(hash) | (u64::from(hash) << 32)
+}
+
+/// A counted identity's hash, from its entry alone: what the attempts' table needs when
+/// it grows (a growth reads no identity, so it takes no cache miss an entry).
+fn counted_hash(c: &Counted) -> u64 {
+    widen(c.hash)
 }
 
 pub struct FaultInjector {
@@ -170,10 +185,9 @@ impl FaultInjector {
 
     /// Makes room for about `n` more counted identities (recovery, from the log's length).
     pub fn reserve_attempts(&self, n: usize) {
-        let share = shard::per_shard(n);
-        for s in self.attempts.iter() {
+        for (s, share) in self.attempts.shares(n, false) {
             // Best effort (see `Provider::reserve`).
-            let _ = s.lock().table.try_reserve(share, identity_hash(&self.hasher));
+            let _ = s.lock().table.try_reserve(share, counted_hash);
         }
     }
 
@@ -204,10 +218,10 @@ impl FaultInjector {
         };
         // An anonymous request is its identity's only attempt: nothing to remember.
         let attempt = if returns {
-            let hash = self.hasher.hash_one(&identity);
+            let hash = identity_hash(&self.hasher, &identity);
             let now_ns = self.nanos(input.now);
             let mut shard = self.attempts.lock(&hash);
-            shard.next(hash, &identity, now_ns, &self.hasher)
+            shard.next(hash, &identity, now_ns)
         } else {
             1
         };
@@ -276,25 +290,26 @@ impl FaultInjector {
     /// (recovery from the data dir; an idempotency key's identity shares its key's
     /// allocation, as a live request's does).
     pub fn restore_attempt(&self, identity: ThinStr, n: u32, now: Instant, age: Duration) {
-        let hash = self.hasher.hash_one(&identity);
+        let hash = identity_hash(&self.hasher, &identity);
         let at = self
             .nanos(now)
             .saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
         let mut shard = self.attempts.lock(&hash);
-        match shard.table.find_mut(hash, |c| c.identity == identity) {
+        match shard.table.find_mut(widen(hash), |c| c.identity == identity) {
             Some(c) => {
                 c.count = c.count.max(n);
                 c.last_ns = c.last_ns.max(at);
             }
             None => {
                 shard.table.insert_unique(
-                    hash,
+                    widen(hash),
                     Counted {
                         identity,
+                        hash,
                         count: n,
                         last_ns: at,
                     },
-                    identity_hash(&self.hasher),
+                    counted_hash,
                 );
             }
         }

@@ -22,7 +22,8 @@ use crate::stripe::ids::{ApiKey, ObjectId, RequestId};
 
 use crate::idempotency::key::IdempotencyKey;
 use crate::reply::Reply;
-use crate::state::shard::{self, Hasher, Sharded};
+use crate::state::index;
+use crate::state::shard::{Hasher, Sharded};
 use crate::stripe::params::Params;
 
 /// What a request asks for: the endpoint it was sent to (its path pattern, e.g.
@@ -279,6 +280,7 @@ impl Shard {
                 (self.entries.len() - 1) as u32
             }
         };
+        index::make_room(&mut self.index, rehash(hasher, &self.entries));
         self.index.insert_unique(hash, position, rehash(hasher, &self.entries));
     }
 
@@ -349,8 +351,7 @@ impl IdempotencyStore {
 
     /// Makes room for about `n` more keys (recovery, from the log's length).
     pub fn reserve(&self, n: usize) {
-        let share = shard::per_shard(n);
-        for s in self.shards.iter() {
+        for (s, share) in self.shards.shares(n, false) {
             s.lock().reserve(share, &self.hasher);
         }
     }

@@ -25,7 +25,8 @@ use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::idempotency::key::IdempotencyKey;
 use crate::resources::charges::object::Charge;
 use crate::state::clock::now_ms;
-use crate::state::shard::{self, Hasher, Sharded};
+use crate::state::index;
+use crate::state::shard::{Hasher, Sharded};
 use crate::state::trace::{self, Touch};
 use crate::stripe::ids::{ChargeId, CheckoutSessionId, CorrelationId, PaymentIntentId, RefundId, RequestId, Token};
 use crate::stripe::money::Currency;
@@ -457,8 +458,7 @@ impl Ledger {
     /// Makes room for about `n` more movements and correlation ids (recovery, from the
     /// log's length).
     pub fn reserve(&self, n: usize) {
-        let share = shard::per_shard(n);
-        for s in self.shards.iter() {
+        for (s, share) in self.shards.shares(n, false) {
             let mut shard = s.lock();
             let Shard { records, groups, .. } = &mut *shard;
             // Best effort (see `Provider::reserve`).
@@ -771,6 +771,7 @@ impl LedgerEntry<'_> {
                 }
                 None => {
                     let Shard { records, groups, .. } = shard;
+                    index::make_room(groups, group_rehash(&self.ledger.hasher, records));
                     groups.insert_unique(hash, index, group_rehash(&self.ledger.hasher, records));
                 }
             }

@@ -22,7 +22,8 @@ use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 use parking_lot::MutexGuard;
 
-use crate::state::shard::{self, Hasher, Sharded};
+use crate::state::index;
+use crate::state::shard::{Hasher, Sharded};
 use crate::state::trace::{self, Touch};
 
 /// A value that knows its own key (an object knows its id).
@@ -53,6 +54,9 @@ pub trait Row: Clone {
     fn shard_of(_key: &Self::Key) -> Option<usize> {
         None
     }
+    /// Whether [`Row::shard_of`] names every key's shard (a group drawn with
+    /// [`crate::state::shard::weighted_group`]).
+    const GROUPED: bool = false;
 }
 
 impl<V: Keyed + Clone> Row for V {
@@ -291,6 +295,7 @@ impl<V: Row> Table<V> {
         *items += count;
         for (place, &hash) in hashes.iter().enumerate().take(count) {
             let key = rows[position].1.key_at(place);
+            index::make_room(index, rehash(&self.hasher, rows));
             match index.entry(hash, |&at| key_of(rows, at) == key, rehash(&self.hasher, rows)) {
                 // Keys are new (ids drawn at random): one already there is found here
                 // from now on.
@@ -315,6 +320,7 @@ impl<V: Row> Table<V> {
         let mut shard = self.lock(&key);
         let Shard { index, rows, items } = &mut *shard;
         let position = rows.len();
+        index::make_room(index, rehash(&self.hasher, rows));
         let found = index.entry(hash, |&at| key_of(rows, at) == key, rehash(&self.hasher, rows));
         match found {
             Entry::Occupied(mut at) => {
@@ -341,8 +347,11 @@ impl<V: Row> Table<V> {
     /// them never grows the shards' rows or indexes (recovery sizes its tables from the
     /// log's length).
     pub fn reserve_rows(&self, rows: usize, keys: usize) {
-        let (rows, keys) = (shard::per_shard(rows), shard::per_shard(keys));
-        for s in self.shards.iter() {
+        let shares = self
+            .shards
+            .shares(rows, V::GROUPED)
+            .zip(self.shards.shares(keys, V::GROUPED));
+        for ((s, rows), (_, keys)) in shares {
             let mut shard = s.lock();
             let Shard { index, rows: r, .. } = &mut *shard;
             // Best effort (see `Provider::reserve`).
@@ -554,11 +563,8 @@ mod tests {
         assert!((1..=5_000).all(|i| t.get(&i) == Some(Obj(i, i * 10))));
         let p = t.page(Cursor::Start, 3, |_| true);
         assert_eq!(values(&p), vec![50_000, 49_990, 49_980], "still newest first");
-        let shares = super::shard::per_shard(10_000);
-        assert!(
-            shares * super::shard::SHARDS >= 10_000 + 10_000 / 8,
-            "each shard's share has headroom"
-        );
+        let shares: usize = t.shards.shares(10_000, false).map(|(_, share)| share).sum();
+        assert!(shares >= 10_000 + 10_000 / 8, "the shares have headroom: {shares}");
     }
 
     #[test]

@@ -353,6 +353,7 @@ impl Row for Batch {
     fn shard_of(id: &EventId) -> Option<usize> {
         Some(id.token().group())
     }
+    const GROUPED: bool = true;
 }
 
 impl std::fmt::Debug for Event {

@@ -23,6 +23,7 @@ use crate::fault_injection::attempt::Attempt;
 use crate::reply::Reply;
 use crate::resources::webhook_endpoints::object::WebhookEndpoint;
 use crate::state::clock::now_unix;
+use crate::state::shard;
 use crate::state::table::Table;
 use crate::stripe::ids::{self, EventId};
 
@@ -304,7 +305,8 @@ impl Events {
     /// ([`Held::draw`]: the scope's events are stored together, one batch and one row);
     /// else drawn.
     fn next_id(&self) -> Drawn {
-        self.held(Held::draw).unwrap_or_else(|| EventId::generate().into())
+        self.held(Held::draw)
+            .unwrap_or_else(|| EventId::generate_in(shard::weighted_group()).into())
     }
 
     /// This store's identity in [`HELD`].
