@@ -185,7 +185,7 @@ impl FaultInjector {
 
     /// Makes room for about `n` more counted identities (recovery, from the log's length).
     pub fn reserve_attempts(&self, n: usize) {
-        for (s, share) in self.attempts.shares(n, false) {
+        for (s, share) in self.attempts.shares(n) {
             // Best effort (see `Provider::reserve`).
             let _ = s.lock().table.try_reserve(share, counted_hash);
         }

@@ -351,7 +351,7 @@ impl IdempotencyStore {
 
     /// Makes room for about `n` more keys (recovery, from the log's length).
     pub fn reserve(&self, n: usize) {
-        for (s, share) in self.shards.shares(n, false) {
+        for (s, share) in self.shards.shares(n) {
             s.lock().reserve(share, &self.hasher);
         }
     }

@@ -12,44 +12,54 @@
 //! table.
 //!
 //! When shards grow matters as much as how: see [`crate::state::shard`], whose shards are
-//! of unequal sizes so that a table's shards do not all grow within a few hundred payments
-//! of each other.
+//! of unequal sizes so that a table's shards do not all grow within a few thousand
+//! payments of each other.
 
 use hashbrown::HashTable;
 
-/// Makes room in `index` for one more entry, as hashbrown would before an insert: a full
-/// index is rebuilt at twice its buckets (or at its size or smaller when removals left it
-/// full of tombstones, where hashbrown rehashes in place). `hash` gives an entry's hash,
-/// the one it was inserted with.
-pub fn make_room<T>(index: &mut HashTable<T>, hash: impl Fn(&T) -> u64) {
+/// Makes room in `index` for one more entry, as hashbrown's own growth would
+/// (`RawTable::reserve_rehash`): a full index is rebuilt at its buckets when at most half
+/// of them hold entries (the rest tombstones), else at the buckets for `len + 1` entries
+/// or twice its own, whichever is more. `hash` gives an entry's hash, the one it was
+/// inserted with. (hashbrown grows only when an insert lands on an empty bucket, not on a
+/// tombstone; this rebuilds a full index before the insert, so an index with removals may
+/// be rebuilt at its size a little sooner.) The old index stays whole until the new one
+/// replaces it.
+pub fn make_room<T: Copy>(index: &mut HashTable<T>, hash: impl Fn(&T) -> u64) {
     if index.len() < index.capacity() {
         return;
     }
-    // hashbrown fills 7/8 of its buckets: `len × 1.5` entries of a table full without
-    // tombstones need twice its buckets, as hashbrown's own growth would give it.
     let len = index.len();
-    let mut grown = HashTable::with_capacity(len + len / 2 + 1);
-    let mut entries = std::mem::take(index).into_iter();
+    let full = full_capacity(index.num_buckets());
+    let capacity = if len < full / 2 { full } else { (len + 1).max(full + 1) };
+    let mut grown = HashTable::with_capacity(capacity);
+    let mut entries = index.iter();
     loop {
-        // A chunk's hashes on the stack (no allocation beside the new table's).
-        let mut hashes = [0u64; CHUNK];
-        let mut moving: [Option<T>; CHUNK] = std::array::from_fn(|_| None);
+        // A chunk's hashes, on the stack.
+        let mut chunk = [None; CHUNK];
         let mut k = 0;
-        for entry in entries.by_ref().take(CHUNK) {
-            hashes[k] = hash(&entry);
-            moving[k] = Some(entry);
+        for &entry in entries.by_ref().take(CHUNK) {
+            chunk[k] = Some((hash(&entry), entry));
             k += 1;
         }
-        for (h, entry) in hashes.iter().zip(moving.iter_mut()).take(k) {
-            if let Some(entry) = entry.take() {
-                grown.insert_unique(*h, entry, &hash);
-            }
+        for &(h, entry) in chunk[..k].iter().flatten() {
+            grown.insert_unique(h, entry, &hash);
         }
         if k < CHUNK {
             break;
         }
     }
     *index = grown;
+}
+
+/// The entries a table of `buckets` holds before it grows (hashbrown's
+/// `bucket_mask_to_capacity`: 7/8 of them, all but one below 8).
+fn full_capacity(buckets: usize) -> usize {
+    if buckets < 8 {
+        buckets - 1
+    } else {
+        buckets / 8 * 7
+    }
 }
 
 /// Entries whose hashes [`make_room`] computes before it inserts them.

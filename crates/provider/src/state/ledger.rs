@@ -458,7 +458,7 @@ impl Ledger {
     /// Makes room for about `n` more movements and correlation ids (recovery, from the
     /// log's length).
     pub fn reserve(&self, n: usize) {
-        for (s, share) in self.shards.shares(n, false) {
+        for (s, share) in self.shards.shares(n) {
             let mut shard = s.lock();
             let Shard { records, groups, .. } = &mut *shard;
             // Best effort (see `Provider::reserve`).

@@ -5,15 +5,15 @@
 //! own cache line (two cores locking neighbouring shards do not take each other's line),
 //! and a request locks only the part its key hashes to.
 //!
-//! The parts are of unequal sizes, on purpose. A shard's hash table grows when it is 7/8
-//! full, and the growth stalls the shard (every key read again, ~1-2 ms for a shard of
-//! a million-payment table); 64 equal shards filled alike all reach each size within a few
-//! hundred keys of each other, and their stalls came as one: tens of milliseconds in
-//! which the provider answered nothing, five tables at once (intents, charges, keys,
-//! ledger, attempts: one entry each a payment). Here shard `i` takes a share of the keys
-//! that grows geometrically with `i` (the largest twice the smallest), so the shards reach
-//! each size at moments spread evenly over a doubling, and each table turns its shares by
-//! its own amount, so that two tables filled alike do not stall together either.
+//! The parts are of unequal sizes, on purpose. A shard's hash index is rebuilt when 7/8
+//! full, and the rebuild stalls the shard (every key read again: ~1-2 ms for a shard of
+//! a million-payment table). 64 equal shards filled alike reach each size within a few
+//! thousand payments of each other, and five tables hold one entry a payment (intents,
+//! charges, keys, ledger groups, attempts): their stalls came as one, tens of milliseconds
+//! in which the provider answered nothing. Here shard `i` takes a share of the keys
+//! proportional to `2^(i / 64)` (the largest about twice the smallest), so the shards of a
+//! table reach each size at 64 moments spread evenly over a doubling. (Tables filled alike
+//! still grow their `i`th shards together: five shards at once, not 320.)
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::OnceLock;
@@ -24,45 +24,43 @@ use parking_lot::{Mutex, MutexGuard};
 /// Number of shards per table; a power of two well above the core count.
 pub const SHARDS: usize = 64;
 
-/// Equal slices of the hashes' range, each given to one shard ([`slices`]).
-const SLICES: usize = 1024;
-
 /// A fast seeded hasher (foldhash), for the shards and the maps inside them: keys are
 /// client-chosen strings and ids, hashed several times per request.
 pub type Hasher = foldhash::fast::RandomState;
 
-/// The shard (before a table's turn) of each slice of the hashes' range: slice `u` of
-/// [`SLICES`] goes to `⌊64 · log2(1 + (u + ½) / SLICES)⌋`, so that shard `i` holds a
-/// share `2^((i+1)/64) − 2^(i/64)` of the keys: from 11 to 22 slices of 1,024.
-fn slices() -> &'static [u8; SLICES] {
-    static SLICES_OF: OnceLock<[u8; SLICES]> = OnceLock::new();
-    SLICES_OF.get_or_init(|| {
-        let mut out = [0u8; SLICES];
-        for (u, shard) in out.iter_mut().enumerate() {
-            let x = (u as f64 + 0.5) / SLICES as f64;
-            *shard = ((SHARDS as f64 * (1.0 + x).log2()) as usize).min(SHARDS - 1) as u8;
-        }
-        out
+/// Where each shard's keys end in the range of a hash's top 32 bits: shard `i` takes the
+/// hashes from `ends[i - 1]` (0 for the first) up to `ends[i]` (the range's end for the
+/// last), a share proportional to `2^(i / 64)`.
+type Ends = [u32; SHARDS - 1];
+
+fn ends() -> &'static Ends {
+    static ENDS: OnceLock<Ends> = OnceLock::new();
+    ENDS.get_or_init(|| {
+        let at = |i: usize| (i as f64 / SHARDS as f64).exp2();
+        std::array::from_fn(|i| ((at(i + 1) - 1.0) * 4_294_967_296.0) as u32)
     })
 }
 
-/// A random group (a shard for [`Sharded::lock_index`]) drawn with the shares
-/// [`Sharded::lock`] gives its keys' hashes: for ids that name their own shard (a
-/// request's events), so that those shards too grow at moments of their own.
+/// The shard of a hash's top 32 bits `u`.
+fn shard_at(u: u32) -> usize {
+    ends().partition_point(|&end| end <= u)
+}
+
+/// Each shard's share of `n` keys, with room for the hash's uneven spread.
+fn shares_of(n: usize) -> impl Iterator<Item = usize> {
+    let ends = ends();
+    (0..SHARDS).map(move |i| {
+        let start = if i == 0 { 0 } else { u64::from(ends[i - 1]) };
+        let end = ends.get(i).map_or(1 << 32, |&e| u64::from(e));
+        ((n as u64 * (end - start)).div_ceil(1 << 32) as usize) + n.div_ceil(SHARDS * 8)
+    })
+}
+
+/// A random group (a shard for [`Sharded::lock_index`]) drawn with the shares that
+/// [`Sharded::lock`] gives keys: for ids that name their own shard (a request's events),
+/// so that those shards too grow at moments of their own.
 pub fn weighted_group() -> usize {
-    usize::from(slices()[rand::random::<u16>() as usize % SLICES])
-}
-
-/// How many of the [`SLICES`] go to each shard (before a table's turn).
-fn slice_counts() -> &'static [usize; SHARDS] {
-    static COUNTS: OnceLock<[usize; SHARDS]> = OnceLock::new();
-    COUNTS.get_or_init(|| {
-        let mut counts = [0; SHARDS];
-        for &shard in slices() {
-            counts[shard as usize] += 1;
-        }
-        counts
-    })
+    shard_at(rand::random())
 }
 
 /// A `HashMap` with the fast hasher.
@@ -72,19 +70,15 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, Hasher>;
 pub struct Sharded<T> {
     parts: Box<[CachePadded<Mutex<T>>]>,
     hasher: Hasher,
-    /// How far this table turns the shares of [`slices`] (drawn from its hasher's seed).
-    turn: usize,
 }
 
 impl<T: Default> Default for Sharded<T> {
     fn default() -> Self {
-        let hasher = Hasher::default();
         Self {
             parts: (0..SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(T::default())))
                 .collect(),
-            turn: hasher.hash_one(SHARDS) as usize % SHARDS,
-            hasher,
+            hasher: Hasher::default(),
         }
     }
 }
@@ -92,25 +86,14 @@ impl<T: Default> Default for Sharded<T> {
 impl<T> Sharded<T> {
     /// Locks the shard that `key` belongs to.
     pub fn lock<K: Hash + ?Sized>(&self, key: &K) -> MutexGuard<'_, T> {
-        self.parts[self.shard_of(self.hasher.hash_one(key))].lock()
+        self.parts[shard_at((self.hasher.hash_one(key) >> 32) as u32)].lock()
     }
 
-    /// The shard a key with this hash belongs to: its slice's (the hash's top bits), turned.
-    fn shard_of(&self, hash: u64) -> usize {
-        (usize::from(slices()[(hash >> (64 - SLICES.trailing_zeros())) as usize]) + self.turn) % SHARDS
-    }
-
-    /// Each shard with its share of `n` keys chosen with [`Sharded::lock`] (or, `grouped`,
-    /// with [`Sharded::lock_index`] of a [`weighted_group`]), with room for the hash's
-    /// uneven spread: what each reserves when a caller knows about how many are coming
-    /// (recovery).
-    pub fn shares(&self, n: usize, grouped: bool) -> impl Iterator<Item = (&Mutex<T>, usize)> {
-        let counts = slice_counts();
-        let turn = if grouped { 0 } else { self.turn };
-        self.iter().enumerate().map(move |(i, shard)| {
-            let count = counts[(i + SHARDS - turn) % SHARDS];
-            (shard, (n * count).div_ceil(SLICES) + n.div_ceil(SHARDS * 8))
-        })
+    /// Each shard with its share of `n` keys placed by [`Sharded::lock`] (or by
+    /// [`Sharded::lock_index`] with a [`weighted_group`]), with room for the hash's uneven
+    /// spread: what each reserves when a caller knows about how many are coming (recovery).
+    pub fn shares(&self, n: usize) -> impl Iterator<Item = (&Mutex<T>, usize)> {
+        self.iter().zip(shares_of(n))
     }
 
     /// Locks shard `i % SHARDS` (for round-robin use, such as a ring split across shards).
@@ -128,30 +111,45 @@ impl<T> Sharded<T> {
 mod tests {
     use super::*;
 
+    /// The shares of `n` keys without the room for the spread.
+    fn exact(n: usize) -> Vec<usize> {
+        shares_of(n).map(|s| s - n.div_ceil(SHARDS * 8)).collect()
+    }
+
     #[test]
     fn shards_take_shares_that_double_from_the_smallest_to_the_largest() {
-        let counts = slice_counts();
-        assert_eq!(counts.iter().sum::<usize>(), SLICES);
-        assert_eq!((counts[0], counts[SHARDS - 1]), (11, 22));
-        assert!(counts.windows(2).all(|w| w[0] <= w[1] + 1), "{counts:?}");
-        // Keys land as the shares say, turned by the table's own amount.
+        let shares = exact(1 << 20);
+        assert!(shares.windows(2).all(|w| w[0] < w[1]), "{shares:?}");
+        let ratio = shares[SHARDS - 1] as f64 / shares[0] as f64;
+        assert!((1.95..2.0).contains(&ratio), "largest ÷ smallest {ratio}");
+        assert!(shares.iter().sum::<usize>().abs_diff(1 << 20) <= SHARDS);
+        // Keys land as the shares say.
         let s: Sharded<u32> = Sharded::default();
         let n = 200_000;
         for k in 0..n {
             *s.lock(&k) += 1;
         }
-        for (i, (shard, share)) in s.shares(n, false).enumerate() {
+        for ((i, (shard, share)), want) in s.shares(n).enumerate().zip(exact(n)) {
             let got = *shard.lock() as usize;
-            let want = n * counts[(i + SHARDS - s.turn) % SHARDS] / SLICES;
             assert!(got.abs_diff(want) < want / 10, "shard {i}: {got} keys against {want}");
             assert!(share >= got, "shard {i}: share {share} under its {got} keys");
         }
     }
 
     #[test]
-    fn two_tables_turn_their_shares_apart() {
-        let turns: std::collections::HashSet<usize> = (0..20).map(|_| Sharded::<u32>::default().turn).collect();
-        assert!(turns.len() > 10, "{turns:?}");
+    fn weighted_groups_land_as_the_shares_say() {
+        let n = 200_000;
+        let mut got = [0usize; SHARDS];
+        for _ in 0..n {
+            got[weighted_group()] += 1;
+        }
+        for (i, want) in exact(n).into_iter().enumerate() {
+            assert!(
+                got[i].abs_diff(want) < want / 10,
+                "group {i}: {} against {want}",
+                got[i]
+            );
+        }
     }
 
     #[test]

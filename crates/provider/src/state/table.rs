@@ -50,13 +50,11 @@ pub trait Row: Clone {
         keep(&item).then_some(item)
     }
     /// The shard `key` is kept in, when its key says (objects made together whose keys
-    /// name one shard are one row); else the key's hash picks it.
+    /// name one shard are one row; a group drawn with [`crate::state::shard::weighted_group`]
+    /// gives shards the shares that keys' hashes give them); else the key's hash picks it.
     fn shard_of(_key: &Self::Key) -> Option<usize> {
         None
     }
-    /// Whether [`Row::shard_of`] names every key's shard (a group drawn with
-    /// [`crate::state::shard::weighted_group`]).
-    const GROUPED: bool = false;
 }
 
 impl<V: Keyed + Clone> Row for V {
@@ -347,10 +345,7 @@ impl<V: Row> Table<V> {
     /// them never grows the shards' rows or indexes (recovery sizes its tables from the
     /// log's length).
     pub fn reserve_rows(&self, rows: usize, keys: usize) {
-        let shares = self
-            .shards
-            .shares(rows, V::GROUPED)
-            .zip(self.shards.shares(keys, V::GROUPED));
+        let shares = self.shards.shares(rows).zip(self.shards.shares(keys));
         for ((s, rows), (_, keys)) in shares {
             let mut shard = s.lock();
             let Shard { index, rows: r, .. } = &mut *shard;
@@ -563,7 +558,7 @@ mod tests {
         assert!((1..=5_000).all(|i| t.get(&i) == Some(Obj(i, i * 10))));
         let p = t.page(Cursor::Start, 3, |_| true);
         assert_eq!(values(&p), vec![50_000, 49_990, 49_980], "still newest first");
-        let shares: usize = t.shards.shares(10_000, false).map(|(_, share)| share).sum();
+        let shares: usize = t.shards.shares(10_000).map(|(_, share)| share).sum();
         assert!(shares >= 10_000 + 10_000 / 8, "the shares have headroom: {shares}");
     }
 

@@ -353,7 +353,6 @@ impl Row for Batch {
     fn shard_of(id: &EventId) -> Option<usize> {
         Some(id.token().group())
     }
-    const GROUPED: bool = true;
 }
 
 impl std::fmt::Debug for Event {
