@@ -1,8 +1,9 @@
 //! The provider's state in memory: the store of every object (`payments`: intents,
 //! charges, refunds, customers, payment methods, setup intents, webhook endpoints, and
 //! the duplicate policy), the ledger of money movements (`ledger`), the sharded tables
-//! they are kept in (`table`, `shard`) and how their indexes grow (`index`), shared text one word wide (`thin`), the one clock
-//! everything reads (`clock`), and thread-local modes set for one call (`scoped`).
+//! they are kept in (`table`, `shard`) and how their indexes grow (`index`), shared text
+//! one word wide (`thin`), the one clock everything reads (`clock`), and thread-local
+//! modes set for one call (`scoped`).
 
 pub mod clock;
 pub mod index;
