@@ -14,6 +14,14 @@
 //! proportional to `2^(i / 64)` (the largest about twice the smallest), so the shards of a
 //! table reach each size at 64 moments spread evenly over a doubling. (Tables filled alike
 //! still grow their `i`th shards together: five shards at once, not 320.)
+//!
+//! Rows whose keys the provider draws (payment intents, charges, events, the request log)
+//! are placed by the thread that makes them: each worker thread of a runtime with `n`
+//! workers has its own part, every `n`th shard ([`weighted_group`], [`home_index`]), so two
+//! cores making payments do not write each other's shard locks and rows (a cache line
+//! last written by the other core must move before it is written; `bench/notes.md` has
+//! what that cost two threads). Which part a thread has changes only where new rows go: an
+//! id names its shard wherever it is read, by any thread.
 
 use std::hash::{BuildHasher, Hash};
 use std::sync::OnceLock;
@@ -56,11 +64,74 @@ fn shares_of(n: usize) -> impl Iterator<Item = usize> {
     })
 }
 
-/// A random group (a shard for [`Sharded::lock_index`]) drawn with the shares that
-/// [`Sharded::lock`] gives keys: for ids that name their own shard (a request's events),
-/// so that those shards too grow at moments of their own.
+/// A random group (a shard for [`Sharded::lock_index`]) of the calling thread's part,
+/// drawn with the shares that [`Sharded::lock`] gives keys: for ids that name their own
+/// shard (payment intents, charges, a request's events), so that those shards too grow at
+/// moments of their own. Each thread's part gets as many draws as its thread makes.
 pub fn weighted_group() -> usize {
-    shard_at(rand::random())
+    Part::mine().nearest(shard_at(rand::random()))
+}
+
+/// Shard `i` of the calling thread's part, round-robin (a ring split across shards that
+/// each thread writes its own way, such as the request log).
+pub fn home_index(i: usize) -> usize {
+    Part::mine().nth(i)
+}
+
+/// A thread's part of the shards: every `parts`th shard, from `place`. The worker threads
+/// of a runtime take places in turn, as they first draw; a thread outside any runtime, or
+/// in one of a single worker, has every shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Part {
+    place: usize,
+    parts: usize,
+}
+
+impl Part {
+    fn mine() -> Part {
+        use std::cell::Cell;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        thread_local!(static MINE: Cell<Option<Part>> = const { Cell::new(None) });
+        MINE.with(|mine| {
+            mine.get().unwrap_or_else(|| {
+                let parts = tokio::runtime::Handle::try_current().map_or(1, |h| h.metrics().num_workers());
+                let part = Part::take(NEXT.fetch_add(1, Ordering::Relaxed), parts);
+                mine.set(Some(part));
+                part
+            })
+        })
+    }
+
+    /// The part of the `turn`th thread to draw, among `parts`: threads that take turns one
+    /// after another get parts of their own.
+    fn take(turn: usize, parts: usize) -> Part {
+        let parts = parts.clamp(1, SHARDS);
+        Part {
+            place: turn % parts,
+            parts,
+        }
+    }
+
+    /// How many shards the part has.
+    fn len(self) -> usize {
+        (SHARDS - self.place).div_ceil(self.parts)
+    }
+
+    /// The part's shard `i % len`.
+    fn nth(self, i: usize) -> usize {
+        self.place + self.parts * (i % self.len())
+    }
+
+    /// The part's shard in `group`'s run of `parts` shards (the one before it at the end).
+    fn nearest(self, group: usize) -> usize {
+        let g = group - group % self.parts + self.place;
+        if g < SHARDS {
+            g
+        } else {
+            g - self.parts
+        }
+    }
 }
 
 /// A `HashMap` with the fast hasher.
@@ -150,6 +221,84 @@ mod tests {
                 got[i]
             );
         }
+    }
+
+    #[test]
+    fn a_part_is_every_nth_shard_and_draws_land_in_it() {
+        for parts in [1, 2, 3, 5, 16, 64] {
+            let mut seen = [0usize; SHARDS];
+            for place in 0..parts {
+                let part = Part { place, parts };
+                let shards: Vec<usize> = (0..part.len()).map(|i| part.nth(i)).collect();
+                assert!(
+                    shards.iter().all(|&s| s % parts == place && s < SHARDS),
+                    "{part:?}: {shards:?}"
+                );
+                assert_eq!(part.nth(part.len()), shards[0], "round-robin");
+                for g in 0..SHARDS {
+                    let n = part.nearest(g);
+                    assert!(
+                        n % parts == place && n < SHARDS && n.abs_diff(g) < parts,
+                        "{part:?}: {g} → {n}"
+                    );
+                }
+                for s in shards {
+                    seen[s] += 1;
+                }
+            }
+            assert!(
+                seen.iter().all(|&n| n == 1),
+                "{parts} parts cover each shard once: {seen:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn threads_taking_turns_get_parts_of_their_own() {
+        for parts in [1, 2, 3, 16, 64, 100] {
+            let taken: Vec<Part> = (7..7 + parts).map(|turn| Part::take(turn, parts)).collect();
+            let places: std::collections::BTreeSet<usize> = taken.iter().map(|p| p.place).collect();
+            assert_eq!(places.len(), parts.min(SHARDS), "{parts} threads in turn: {taken:?}");
+        }
+    }
+
+    #[test]
+    fn a_worker_draws_in_its_runtime_part_and_a_plain_thread_anywhere() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let drawn = runtime.block_on(async {
+            let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+            let tasks: Vec<_> = (0..2)
+                .map(|_| {
+                    let barrier = barrier.clone();
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        // No await from here on: one thread draws, and its part is read.
+                        let groups: Vec<usize> = (0..2_000).map(|_| weighted_group()).collect();
+                        let ring: Vec<usize> = (0..SHARDS).map(home_index).collect();
+                        (Part::mine(), groups, ring)
+                    })
+                })
+                .collect();
+            let mut drawn = Vec::new();
+            for t in tasks {
+                drawn.push(t.await.unwrap());
+            }
+            drawn
+        });
+        for (part, groups, ring) in &drawn {
+            assert_eq!(part.parts, 2, "a part a worker");
+            assert!(groups.iter().chain(ring).all(|g| g % 2 == part.place), "{part:?}");
+            let distinct: std::collections::BTreeSet<_> = ring.iter().collect();
+            assert_eq!(distinct.len(), SHARDS / 2, "the ring goes round the whole part");
+        }
+        // Outside a runtime: every shard.
+        let plain = std::thread::spawn(|| (Part::mine(), (0..SHARDS).map(home_index).collect::<Vec<_>>()));
+        let (part, ring) = plain.join().unwrap();
+        assert_eq!(part, Part { place: 0, parts: 1 });
+        assert_eq!(ring, (0..SHARDS).collect::<Vec<_>>());
     }
 
     #[test]

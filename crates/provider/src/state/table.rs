@@ -30,6 +30,10 @@ use crate::state::trace::{self, Touch};
 pub trait Keyed {
     type Key: Hash + Eq + Clone;
     fn key(&self) -> Self::Key;
+    /// The shard `key` is kept in, when its key says ([`Row::shard_of`]).
+    fn shard_of(_key: &Self::Key) -> Option<usize> {
+        None
+    }
 }
 
 /// What a table's rows hold: one object (every [`Keyed`] value), or up to [`MAX_ROW`]
@@ -71,6 +75,9 @@ impl<V: Keyed + Clone> Row for V {
     }
     fn item_if(&self, _: usize, keep: &impl Fn(&V) -> bool) -> Option<V> {
         keep(self).then(|| self.clone())
+    }
+    fn shard_of(key: &V::Key) -> Option<usize> {
+        V::shard_of(key)
     }
 }
 

@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::state::rare;
+use crate::state::shard;
 use crate::state::table::Keyed;
 use crate::stripe::cards::{CardRef, Decline, TestCard};
 use crate::stripe::ids::{ChargeId, CorrelationId, CustomerId, PaymentIntentId, PaymentMethodId, Token};
@@ -77,7 +78,7 @@ impl Charge {
         let ok = new.decline.is_none();
         let captured = ok && new.capture;
         Self {
-            id: ChargeId::generate(),
+            id: ChargeId::generate_in(shard::weighted_group()),
             amount: new.amount,
             amount_captured: StoredAmount::new(if captured { new.amount } else { 0 }),
             captured,
@@ -474,6 +475,11 @@ impl Keyed for Arc<Charge> {
     type Key = ChargeId;
     fn key(&self) -> ChargeId {
         self.id
+    }
+    /// Kept in the shard its id's group names: drawn in the making thread's part
+    /// ([`crate::state::shard::weighted_group`]).
+    fn shard_of(id: &ChargeId) -> Option<usize> {
+        Some(id.token().group())
     }
 }
 

@@ -478,6 +478,11 @@ impl Keyed for Arc<PaymentIntent> {
     fn key(&self) -> PaymentIntentId {
         self.id
     }
+    /// Kept in the shard its id's group names: drawn in the making thread's part
+    /// ([`crate::state::shard::weighted_group`]).
+    fn shard_of(id: &PaymentIntentId) -> Option<usize> {
+        Some(id.token().group())
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use crate::resources::three_ds::action::{payment_gate, Authenticate, Gate, NextA
 use crate::state::clock::{now_unix, UnixSeconds};
 use crate::state::ledger::LedgerEntry;
 use crate::state::payments::{DuplicatePolicy, Payments};
+use crate::state::shard;
 use crate::stripe::cards::{Authentication, CardRef, Decline, TestCard, AUTHENTICATION_REQUIRED};
 use crate::stripe::fields::{
     card_error, duplicate_decline, metadata, metadata_update, movement_for, text, text_update, MAX_TEXT_LEN,
@@ -183,7 +184,7 @@ impl Payments {
         metadata.share(correlation_id.as_ref());
         let mut pi = PaymentIntent {
             manual_confirmation,
-            id: PaymentIntentId::generate(),
+            id: PaymentIntentId::generate_in(shard::weighted_group()),
             amount,
             amount_received: StoredAmount::default(),
             automatic_payment_methods,
