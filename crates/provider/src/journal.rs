@@ -1,10 +1,7 @@
 //! The request journal: a bounded ring of the recent `/v1` requests, each with how it
 //! ended (the status sent, or dropped, reset, held), its fault, its key and the object it
 //! touched, served by `GET /__fauxpay/requests` and the dashboard so that any double
-//! charge can be explained after the fact. Sharded: a request writes one shard of its
-//! thread's own ([`shard::home_index`]), and the oldest request of that shard falls out.
-//! A runtime of `n` workers busy alike keeps the last [`REQUEST_LOG_CAPACITY`] requests;
-//! one worker of several busy alone keeps its `1/n` of that, and the others' last ones.
+//! charge can be explained after the fact. Sharded: a request writes one shard.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +11,7 @@ use serde::{Serialize, Serializer};
 
 use crate::idempotency::key::IdempotencyKey;
 use crate::resources::endpoint::Verb;
-use crate::state::shard::{self, Sharded, SHARDS};
+use crate::state::shard::{Sharded, SHARDS};
 use crate::stripe::ids::{CorrelationId, ObjectId, RequestId};
 
 /// Requests kept for `GET /__fauxpay/requests`.
@@ -86,8 +83,7 @@ impl Journal {
     /// Adds a request to the log (the oldest entries fall out beyond the capacity).
     pub fn record(&self, mut record: RequestRecord) {
         record.seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        // The thread's own shards in turn: two cores logging do not write each other's.
-        let mut shard = self.shards.lock_index(shard::home_index(record.seq as usize));
+        let mut shard = self.shards.lock_index(record.seq as usize);
         if shard.len() >= REQUEST_LOG_CAPACITY / SHARDS {
             shard.pop_front();
         }

@@ -13,7 +13,7 @@
 //!
 //! When shards grow matters as much as how: see [`crate::state::shard`], whose shards are
 //! of unequal sizes so that a table's shards do not all grow within a few thousand
-//! payments of each other.
+//! payments of each other (on one worker; with several, each worker's own part).
 
 use hashbrown::HashTable;
 

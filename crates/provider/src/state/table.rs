@@ -55,7 +55,8 @@ pub trait Row: Clone {
     }
     /// The shard `key` is kept in, when its key says (objects made together whose keys
     /// name one shard are one row; a group drawn with [`crate::state::shard::weighted_group`]
-    /// gives shards the shares that keys' hashes give them); else the key's hash picks it.
+    /// gives shards the shares that keys' hashes give them, in the drawing thread's part);
+    /// else the key's hash picks it.
     fn shard_of(_key: &Self::Key) -> Option<usize> {
         None
     }
