@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::idempotency::store::Begin;
 use crate::idempotency::Fingerprint;
 use crate::resources::endpoints;
+use crate::state::table::Cursor;
 use crate::stripe::params::Params;
 
 const PATH: &str = "/v1/payment_intents";
@@ -359,11 +360,7 @@ async fn a_key_is_bound_to_the_endpoint_it_was_first_used_on() {
 async fn a_confirmed_creates_events_share_one_allocation() {
     let app = Provider::new(Config::default());
     assert_eq!(seen(&post(&app, BODY, None).await), Seen::Sent(200));
-    let page = app
-        .payments
-        .events
-        .table
-        .page(crate::state::table::Cursor::Start, 10, |_| true);
+    let page = app.payments.events.table.page(Cursor::Start, 10, |_| true);
     let kinds: Vec<&str> = page.items.iter().map(|e| e.kind().as_str()).collect();
     assert_eq!(
         kinds,
@@ -373,4 +370,47 @@ async fn a_confirmed_creates_events_share_one_allocation() {
     assert_eq!(batch.event_count(), 3);
     assert!(page.items.iter().all(|e| e.batch().same(batch)));
     assert_eq!(app.payments.events.table.rows(), 1);
+}
+
+/// Two workers make payments, each in its own part of the shards (`state::shard`), and
+/// every intent and charge is found from another thread, by id and in the lists.
+#[test]
+fn payments_made_on_two_workers_are_found_from_any_thread() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let app = Provider::new(Config::default());
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..2)
+            .map(|t| {
+                let app = app.clone();
+                tokio::spawn(async move {
+                    let key = ApiKey::new("sk_test_two_workers");
+                    for i in 0..100 {
+                        let body = format!(
+                            "amount=2000&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[order_id]=t{t}-{i}"
+                        );
+                        let status = direct::post(&app, &key, PATH, Some(&format!("t{t}-{i}")), &body).await;
+                        assert_eq!(status, 200, "payment t{t}-{i}");
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    // Read from this thread, which made none of them.
+    let intents = app.payments.intents.page(Cursor::Start, 1_000, |_| true).items;
+    assert_eq!(intents.len(), 200);
+    for pi in &intents {
+        let found = app.payments.intents.get(&pi.id).expect("the intent, by its id");
+        let charge = found.latest_charge.expect("a confirmed intent's charge");
+        assert!(app.payments.charges.get(&charge).is_some(), "{charge}, by its id");
+    }
+    assert_eq!(
+        app.payments.charges.page(Cursor::Start, 1_000, |_| true).items.len(),
+        200
+    );
 }
