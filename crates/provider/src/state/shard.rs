@@ -91,8 +91,9 @@ pub const MAX_PARTS: usize = 8;
 /// A thread's part of the shards: every `parts`th shard, from `place`. Threads take places
 /// in turn (one counter for the process), as they first draw, and keep them: the workers of
 /// a runtime that start drawing one after another get parts of their own, but a thread of
-/// another runtime or none drawing in between can give two workers one part. A thread
-/// outside any runtime, or in one of a single worker, has every shard.
+/// another runtime of several workers drawing in between can give two workers one part. A
+/// thread outside any runtime, or in one of a single worker, has every shard and takes no
+/// turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Part {
     place: usize,
@@ -108,7 +109,14 @@ impl Part {
         MINE.with(|mine| {
             mine.get().unwrap_or_else(|| {
                 let parts = tokio::runtime::Handle::try_current().map_or(1, |h| h.metrics().num_workers());
-                let part = Part::take(NEXT.fetch_add(1, Ordering::Relaxed), parts);
+                // One part takes no turn: threads outside a runtime or in one of a single
+                // worker do not move the turns of the workers that need them.
+                let turn = if parts > 1 {
+                    NEXT.fetch_add(1, Ordering::Relaxed)
+                } else {
+                    0
+                };
+                let part = Part::take(turn, parts);
                 mine.set(Some(part));
                 part
             })

@@ -350,8 +350,9 @@ impl<V: Row> Table<V> {
     }
 
     /// Makes room for about `rows` more rows holding `keys` objects, so that inserting
-    /// them never grows the shards' rows or indexes (recovery sizes its tables from the
-    /// log's length).
+    /// them never grows the shards' rows or indexes when they land with the shards' shares
+    /// ([`Sharded::shares`]; rows placed otherwise may grow some shards): recovery sizes
+    /// its tables from the log's length.
     pub fn reserve_rows(&self, rows: usize, keys: usize) {
         let shares = self.shards.shares(rows).zip(self.shards.shares(keys));
         for ((s, rows), (_, keys)) in shares {

@@ -88,10 +88,11 @@ impl Token {
         Self::draw(|t| t)
     }
 
-    /// A fresh random token in `group` (its low [`GROUP_BITS`] bits, see [`Token::group`]),
-    /// drawn as [`Token::random`] draws: one draw, written down or read back.
-    pub fn random_in(group: usize) -> Self {
-        Self::draw(|Token(first, second)| Token(first, (second & !GROUP_MASK) | (group as u64 & GROUP_MASK)))
+    /// A fresh random token in the group `group` gives (its low [`GROUP_BITS`] bits, see
+    /// [`Token::group`]), drawn as [`Token::random`] draws: one draw, written down or read
+    /// back. `group` is asked only for a fresh token: a token read back keeps its own.
+    pub fn random_in(group: impl FnOnce() -> usize) -> Self {
+        Self::draw(|Token(first, second)| Token(first, (second & !GROUP_MASK) | (group() as u64 & GROUP_MASK)))
     }
 
     /// The token's group: the low [`GROUP_BITS`] bits of its second number (random, unless
@@ -284,8 +285,8 @@ macro_rules! id_type {
                 Self(Token::random())
             }
 
-            /// A fresh random id in `group` ([`Token::random_in`]).
-            pub fn generate_in(group: usize) -> Self {
+            /// A fresh random id in the group `group` gives ([`Token::random_in`]).
+            pub fn generate_in(group: impl FnOnce() -> usize) -> Self {
                 Self(Token::random_in(group))
             }
 
@@ -568,7 +569,7 @@ mod tests {
     #[test]
     fn a_token_drawn_in_a_group_is_random_elsewhere_and_replays_as_drawn() {
         let (ids, drawn) = scripted(None, || {
-            (0..200).map(|i| EventId::generate_in(i % 64)).collect::<Vec<_>>()
+            (0..200).map(|i| EventId::generate_in(|| i % 64)).collect::<Vec<_>>()
         });
         assert!(ids.iter().enumerate().all(|(i, id)| id.token().group() == i % 64));
         let distinct: std::collections::HashSet<_> = ids.iter().collect();
@@ -578,7 +579,9 @@ mod tests {
             "spelled and read back"
         );
         let (again, _) = scripted(Some(drawn), || {
-            (0..200).map(|_| EventId::generate_in(5)).collect::<Vec<_>>()
+            (0..200)
+                .map(|_| EventId::generate_in(|| panic!("a token read back draws no group")))
+                .collect::<Vec<_>>()
         });
         assert_eq!(again, ids, "a replay reads back what was drawn");
     }

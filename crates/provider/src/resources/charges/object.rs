@@ -78,7 +78,7 @@ impl Charge {
         let ok = new.decline.is_none();
         let captured = ok && new.capture;
         Self {
-            id: ChargeId::generate_in(shard::weighted_group()),
+            id: ChargeId::generate_in(shard::weighted_group),
             amount: new.amount,
             amount_captured: StoredAmount::new(if captured { new.amount } else { 0 }),
             captured,

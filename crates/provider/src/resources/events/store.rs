@@ -74,7 +74,7 @@ impl Held {
     /// first's group, one draw, while replaying a log written before schema 5).
     fn draw(&mut self) -> Drawn {
         if ids::event_ids_drawn() {
-            return EventId::generate_in(self.first.token().group()).into();
+            return EventId::generate_in(|| self.first.token().group()).into();
         }
         let drawn = Drawn {
             first: self.first,
@@ -306,7 +306,7 @@ impl Events {
     /// else drawn.
     fn next_id(&self) -> Drawn {
         self.held(Held::draw)
-            .unwrap_or_else(|| EventId::generate_in(shard::weighted_group()).into())
+            .unwrap_or_else(|| EventId::generate_in(shard::weighted_group).into())
     }
 
     /// This store's identity in [`HELD`].

@@ -184,7 +184,7 @@ impl Payments {
         metadata.share(correlation_id.as_ref());
         let mut pi = PaymentIntent {
             manual_confirmation,
-            id: PaymentIntentId::generate_in(shard::weighted_group()),
+            id: PaymentIntentId::generate_in(shard::weighted_group),
             amount,
             amount_received: StoredAmount::default(),
             automatic_payment_methods,
