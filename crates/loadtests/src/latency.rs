@@ -21,7 +21,7 @@ impl Default for Latency {
 }
 
 /// Percentiles of a histogram, in milliseconds, as reports show them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub p50_ms: f64,

@@ -13,6 +13,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod alarm;
 pub mod args;
 pub mod arrival;
 pub mod body;

@@ -1,31 +1,43 @@
-//! The open model at run time (`--rate`): a scheduler thread walks the [`Schedule`],
-//! sleeping to each start with the OS's timer, and hands each start time to an idle
-//! goose user through a channel, or counts it
-//! **dropped** when every user is busy (k6's `dropped_iterations`: never queued, never
-//! silently skipped). Users are pre-allocated: the first start waits until every user
-//! is waiting for work.
+//! The open model at run time (`--rate`): the [`Dispatcher`] hands the [`Schedule`]'s
+//! start times to goose users. A user that becomes idle **claims** the next start not
+//! yet taken, so every idle user holds one start ahead of its time, and
+//! [`Dispatcher::pace`] rings the user's bell when that time comes (an [`Alarm`] set to
+//! the first waiting start: a timerfd on Linux). A start whose time comes while **every
+//! user is busy** is left unclaimed and counted **dropped** (k6's `dropped_iterations`:
+//! never queued, never silently skipped) by the next user to become idle, or by the pacer
+//! within [`WAKE`]. Users are pre-allocated: the schedule begins when every user is
+//! waiting for work.
 //!
 //! Each checkout's latency is also measured from its **intended** start (the schedule's
 //! instant, not the moment a user picked it up), so a stalled generator or target shows
-//! in the percentiles instead of hiding in a late start (coordinated omission). The
-//! [`OpenReport`] carries that histogram, the counts and the achieved rate per second.
+//! in the percentiles instead of hiding in a late start (coordinated omission). How late
+//! the generator itself started each checkout is measured apart (`start_late`). The
+//! [`OpenReport`] carries those histograms, the counts and the achieved rate.
+//!
+//! The pacing runs on the users' own runtime: a start costs no thread switch
+//! (bench/notes.md, "The open model without a pacing thread").
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::alarm::Alarm;
 use crate::arrival::{Arrivals, Schedule};
 use crate::latency::{Latency, Percentiles};
 use crate::progress::Counters;
 
-/// The longest the scheduler sleeps without looking at goose's killswitch (Ctrl-C).
-const WAKE: std::time::Duration = std::time::Duration::from_millis(250);
-/// The shortest sleep: starts closer together than this go out together (at 30,000/s,
-/// about six at a time), instead of a wake-up each.
-const MIN_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
+/// How often the pacer looks at goose's killswitch (Ctrl-C), and how long an unclaimed
+/// start may be due before the pacer counts it dropped.
+pub const WAKE: Duration = Duration::from_millis(250);
+
+/// The clock: tokio's, so tests can pause it (unpaused, it is the OS's monotonic clock).
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
 
 /// One checkout to start: its number in the schedule (1-based; a dropped start leaves a
 /// gap in the order ids) and when it was meant to start.
@@ -45,49 +57,237 @@ pub struct Second {
     pub completed: u64,
 }
 
+/// The schedule's starts that no user has claimed and none has dropped, in order.
+struct Cursor {
+    offsets: Box<dyn Iterator<Item = Duration> + Send>,
+    /// The next one: its 1-based index and its offset from the schedule's start.
+    next: Option<(u64, Duration)>,
+}
+
+impl Cursor {
+    fn new(schedule: &Schedule) -> Self {
+        let mut offsets = Box::new(schedule.offsets());
+        let next = offsets.next().map(|o| (1, o));
+        Self { offsets, next }
+    }
+
+    fn advance(&mut self) {
+        if let Some((k, _)) = self.next {
+            self.next = self.offsets.next().map(|o| (k + 1, o));
+        }
+    }
+
+    /// Passes over every start due before `due` (`dropped` is told each one's offset).
+    fn drop_before(&mut self, due: Duration, mut dropped: impl FnMut(Duration)) {
+        while let Some((_, offset)) = self.next.filter(|&(_, o)| o < due) {
+            dropped(offset);
+            self.advance();
+        }
+    }
+
+    /// For a user idle since `idle_since` (from the schedule's start): the starts due
+    /// before it came while every user was busy (dropped), the next one is its own.
+    fn claim(&mut self, idle_since: Duration, dropped: impl FnMut(Duration)) -> Option<(u64, Duration)> {
+        self.drop_before(idle_since, dropped);
+        let next = self.next;
+        self.advance();
+        next
+    }
+}
+
+/// The cursor and the claimed starts not yet due, under one lock (so that claims and
+/// their wake-ups keep the schedule's order).
+struct Book {
+    cursor: Cursor,
+    /// Claimed starts not yet due, in the order of their times (claims follow the
+    /// schedule), each with the bell of the user that holds it.
+    waiting: VecDeque<(Instant, Arc<Notify>)>,
+}
+
 /// Hands start times to users and counts what became of them.
 pub struct Dispatcher {
     users: usize,
-    idle: AtomicUsize,
-    arrived: Notify,
-    rx: flume::Receiver<Start>,
+    /// Users that have asked for their first start.
+    arrived: AtomicUsize,
+    everyone: Notify,
+    book: Mutex<Book>,
+    /// Set to the first waiting start's time; [`Dispatcher::pace`] rings its bell.
+    alarm: Alarm,
+    /// The schedule's length in whole seconds (the per-second table's size).
+    whole_secs: usize,
     t0: OnceLock<Instant>,
     seconds: Mutex<Vec<Second>>,
     intended_latency: Mutex<Latency>,
+    start_late: Mutex<Latency>,
     counters: Arc<Counters>,
     /// When Ctrl-C ended the schedule, how far into it.
-    stopped_after: OnceLock<std::time::Duration>,
+    stopped_after: OnceLock<Duration>,
+}
+
+/// One user's place at the dispatcher: its bell, and when it last became idle.
+pub struct Seat {
+    dispatcher: Arc<Dispatcher>,
+    bell: Arc<Notify>,
+    idle_since: Option<Instant>,
+}
+
+impl Seat {
+    /// The user's next start, once its time comes; `None` once the schedule is over or
+    /// Ctrl-C stopped it.
+    pub async fn next(&mut self) -> Option<Start> {
+        self.dispatcher.next(&self.bell, self.idle_since).await
+    }
+
+    /// The user finished the iteration `start` at `end` (and is idle from then); `paid`:
+    /// it was a checkout (its latency from the intended start counts), not a
+    /// `--scenario` iteration that only browses.
+    pub fn finished(&mut self, start: &Start, end: Instant, paid: bool) {
+        self.dispatcher.finished(start, end, paid);
+        self.idle_since = Some(end);
+    }
 }
 
 impl Dispatcher {
-    /// A dispatcher for `users` pre-allocated users, and the sender [`Dispatcher::run`] feeds.
-    pub fn new(users: usize, counters: Arc<Counters>) -> (Arc<Self>, flume::Sender<Start>) {
-        // Never more starts in the channel than users waiting for them.
-        let (tx, rx) = flume::bounded(users.max(1));
-        let d = Arc::new(Self {
+    /// A dispatcher of `schedule` for `users` pre-allocated users, waking them with
+    /// `alarm` ([`Alarm::new`]; spawn [`Dispatcher::pace`] beside the users).
+    pub fn new(users: usize, counters: Arc<Counters>, schedule: &Schedule, alarm: Alarm) -> Arc<Self> {
+        Arc::new(Self {
             users: users.max(1),
-            idle: AtomicUsize::new(0),
-            arrived: Notify::new(),
-            rx,
+            arrived: AtomicUsize::new(0),
+            everyone: Notify::new(),
+            book: Mutex::new(Book {
+                cursor: Cursor::new(schedule),
+                waiting: VecDeque::new(),
+            }),
+            alarm,
+            whole_secs: schedule.duration.as_secs_f64().ceil() as usize,
             t0: OnceLock::new(),
             seconds: Mutex::new(Vec::new()),
             intended_latency: Mutex::new(Latency::default()),
+            start_late: Mutex::new(Latency::default()),
             counters,
             stopped_after: OnceLock::new(),
-        });
-        (d, tx)
+        })
     }
 
-    /// A user waits for its next start; `None` once the schedule is over.
-    pub async fn next(&self) -> Option<Start> {
-        self.idle.fetch_add(1, Ordering::SeqCst);
-        self.arrived.notify_one();
-        self.rx.recv_async().await.ok()
+    /// A user's seat.
+    pub fn seat(self: &Arc<Self>) -> Seat {
+        Seat {
+            dispatcher: self.clone(),
+            bell: Arc::new(Notify::new()),
+            idle_since: None,
+        }
+    }
+
+    /// The schedule's start, once every user waits for its first start (a user's first
+    /// call counts it in).
+    async fn everyone_waiting(&self) -> Instant {
+        if self.t0.get().is_none() && self.arrived.fetch_add(1, Ordering::SeqCst) + 1 >= self.users {
+            self.t0.get_or_init(|| {
+                self.second(self.whole_secs.saturating_sub(1), |_| {});
+                now()
+            });
+            self.everyone.notify_waiters();
+        }
+        self.began().await
+    }
+
+    /// A user idle since `idle_since` (`None`: since the schedule began) claims the next
+    /// start and, when it is not yet due, waits for [`Dispatcher::pace`] to ring its bell.
+    async fn next(&self, bell: &Arc<Notify>, idle_since: Option<Instant>) -> Option<Start> {
+        let t0 = self.everyone_waiting().await;
+        let since = idle_since.map_or(Duration::ZERO, |t| t.saturating_duration_since(t0));
+        let (index, offset, wait) = {
+            let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            let (index, offset) = book.cursor.claim(since, |o| self.dropped(o))?;
+            let intended = t0 + offset;
+            let wait = intended > now();
+            if wait {
+                book.waiting.push_back((intended, bell.clone()));
+                if book.waiting.len() == 1 {
+                    self.alarm.set(intended);
+                }
+            }
+            (index, offset, wait)
+        };
+        if wait {
+            bell.notified().await;
+        }
+        // Ctrl-C (goose's killswitch) ends the schedule; users finish their checkouts.
+        if goose::is_killswitch_triggered() {
+            let _ = self.stopped_after.set(now().saturating_duration_since(t0));
+            return None;
+        }
+        let intended = t0 + offset;
+        let late = now().saturating_duration_since(intended).as_micros() as u64;
+        self.start_late.lock().unwrap_or_else(|e| e.into_inner()).record(late);
+        self.second(offset.as_secs() as usize, |s| {
+            s.scheduled += 1;
+            s.started += 1;
+        });
+        Some(Start { index, intended })
+    }
+
+    fn dropped(&self, offset: Duration) {
+        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+        self.second(offset.as_secs() as usize, |s| {
+            s.scheduled += 1;
+            s.dropped += 1;
+        });
+    }
+
+    /// Rings each waiting user's bell when its start is due (the alarm is set to the
+    /// first one's time), and every [`WAKE`] counts dropped the starts due longer ago
+    /// than that which no user claimed (so the progress line shows drops while every
+    /// user is stuck) and looks at Ctrl-C, until the schedule is over. Spawn it beside
+    /// the users: it runs on their runtime, so a start costs no thread of its own.
+    pub async fn pace(self: Arc<Self>) {
+        let t0 = self.began().await;
+        let mut sweep = tokio::time::interval(WAKE);
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.alarm.rung() => {}
+                _ = sweep.tick() => {}
+            }
+            let stopped = goose::is_killswitch_triggered();
+            let now = now();
+            let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some((at, bell)) = book.waiting.front() {
+                if !stopped && *at > now {
+                    self.alarm.set(*at);
+                    break;
+                }
+                bell.notify_one();
+                book.waiting.pop_front();
+            }
+            if stopped {
+                return;
+            }
+            let due = now.saturating_duration_since(t0).saturating_sub(WAKE);
+            book.cursor.drop_before(due, |o| self.dropped(o));
+            if book.cursor.next.is_none() && book.waiting.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// The schedule's start, waited for.
+    async fn began(&self) -> Instant {
+        loop {
+            let notified = self.everyone.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(t0) = self.t0.get() {
+                return *t0;
+            }
+            notified.await;
+        }
     }
 
     /// A user finished the iteration `start` at `end`; `paid`: it was a checkout (its
     /// latency from the intended start counts), not a `--scenario` that only browses.
-    pub fn finished(&self, start: &Start, end: Instant, paid: bool) {
+    fn finished(&self, start: &Start, end: Instant, paid: bool) {
         if paid {
             let us = end.saturating_duration_since(start.intended).as_micros() as u64;
             self.intended_latency
@@ -108,65 +308,6 @@ impl Dispatcher {
         f(&mut seconds[sec]);
     }
 
-    /// Walks the schedule once every user waits, then closes the channel (users end).
-    pub async fn run(self: Arc<Self>, tx: flume::Sender<Start>, schedule: Schedule) {
-        loop {
-            if self.idle.load(Ordering::SeqCst) >= self.users {
-                break;
-            }
-            self.arrived.notified().await;
-        }
-        // The pacing runs on a thread of its own. As a tokio task it slept on tokio's
-        // timer, which ticks in whole milliseconds and fires only when a busy worker gets
-        // to it: starts came out in late bursts of dozens, and a burst found every user
-        // busy (dropped) while the generator still had CPU to spare.
-        let _ = tokio::task::spawn_blocking(move || self.pace(&tx, &schedule)).await;
-    }
-
-    /// Hands out each start when its time comes (slept to with the OS's timer, at most
-    /// [`MIN_SLEEP`] late when starts are closer than that), or counts it dropped.
-    fn pace(&self, tx: &flume::Sender<Start>, schedule: &Schedule) {
-        let t0 = Instant::now();
-        let _ = self.t0.set(t0);
-        let whole = schedule.duration.as_secs_f64().ceil() as usize;
-        self.second(whole.saturating_sub(1), |_| {});
-        for (k, offset) in schedule.offsets().enumerate() {
-            let at = t0 + offset;
-            loop {
-                // Ctrl-C (goose's killswitch) ends the schedule; users finish their checkouts.
-                if goose::is_killswitch_triggered() {
-                    let _ = self.stopped_after.set(t0.elapsed());
-                    return;
-                }
-                let now = Instant::now();
-                if at <= now {
-                    break;
-                }
-                std::thread::sleep((at - now).clamp(MIN_SLEEP, WAKE));
-            }
-            let start = Start {
-                index: k as u64 + 1,
-                intended: at,
-            };
-            let claimed = self
-                .idle
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            let started = claimed && tx.try_send(start).is_ok();
-            if !started {
-                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            self.second(offset.as_secs() as usize, |s| {
-                s.scheduled += 1;
-                if started {
-                    s.started += 1;
-                } else {
-                    s.dropped += 1;
-                }
-            });
-        }
-    }
-
     /// When the schedule began (after every user was launched and waiting), if it did.
     pub fn schedule_started(&self) -> Option<Instant> {
         self.t0.get().copied()
@@ -179,7 +320,8 @@ impl Dispatcher {
         }
         let seconds = self.seconds.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let latency = self.intended_latency.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        OpenReport::new(about, seconds, &latency)
+        let late = self.start_late.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        OpenReport::new(about, seconds, &latency, &late)
     }
 }
 
@@ -215,10 +357,17 @@ pub struct OpenReport {
     pub latency_from_intended: Percentiles,
     /// HdrHistogram V2-deflate, base64, in microseconds.
     pub latency_from_intended_histogram: String,
+    /// How late the generator started each checkout after its intended start (its own
+    /// timer and CPU: part of `latency_from_intended`, none of the target's).
+    #[serde(default)]
+    pub start_late: Percentiles,
+    /// HdrHistogram V2-deflate, base64, in microseconds (empty in reports from before it).
+    #[serde(default)]
+    pub start_late_histogram: String,
 }
 
 impl OpenReport {
-    fn new(about: OpenRun, per_second: Vec<Second>, latency: &Latency) -> Self {
+    fn new(about: OpenRun, per_second: Vec<Second>, latency: &Latency, late: &Latency) -> Self {
         let sum = |f: fn(&Second) -> u64| per_second.iter().map(f).sum::<u64>();
         let mut r = OpenReport {
             rate: about.rate,
@@ -233,6 +382,8 @@ impl OpenReport {
             per_second,
             latency_from_intended: latency.percentiles(),
             latency_from_intended_histogram: latency.to_base64(),
+            start_late: late.percentiles(),
+            start_late_histogram: late.to_base64(),
         };
         r.achieved_per_sec = r.achieved();
         r
@@ -250,6 +401,13 @@ impl OpenReport {
     pub fn merge(&mut self, other: &OpenReport) -> Result<(), String> {
         let mut mine = Latency::from_base64(&self.latency_from_intended_histogram)?;
         mine.merge(&Latency::from_base64(&other.latency_from_intended_histogram)?);
+        // A report from before start lateness was measured has none to add.
+        let late_of = |s: &str| match s {
+            "" => Ok(Latency::default()),
+            s => Latency::from_base64(s),
+        };
+        let mut late = late_of(&self.start_late_histogram)?;
+        late.merge(&late_of(&other.start_late_histogram)?);
         self.users += other.users;
         self.run_time_secs = self.run_time_secs.max(other.run_time_secs);
         self.scheduled += other.scheduled;
@@ -267,6 +425,8 @@ impl OpenReport {
         self.achieved_per_sec = self.achieved();
         self.latency_from_intended = mine.percentiles();
         self.latency_from_intended_histogram = mine.to_base64();
+        self.start_late = late.percentiles();
+        self.start_late_histogram = late.to_base64();
         Ok(())
     }
 
@@ -295,6 +455,12 @@ impl OpenReport {
             ));
         }
         s.push_str("              latency \"intended\" counts from each checkout's scheduled start (coordinated-omission-free)\n");
+        if self.start_late.count > 0 {
+            s.push_str(&format!(
+                "              the generator started checkouts late by p50 {:.2} ms, p99 {:.2} ms (its own timer and CPU, counted in \"intended\")\n",
+                self.start_late.p50_ms, self.start_late.p99_ms
+            ));
+        }
         s
     }
 
@@ -326,7 +492,6 @@ impl OpenReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     use crate::arrival::parse_rate;
 
@@ -349,38 +514,121 @@ mod tests {
         }
     }
 
-    /// `n` users that each hold their first start until the schedule is over.
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_user_claims_the_first_start_from_when_it_became_idle_and_what_came_before_is_dropped() {
+        // 1000/s for 10 ms: starts at 0, 1, ..., 9 ms.
+        let mut c = Cursor::new(&schedule("1000/s", 10));
+        let mut dropped = Vec::new();
+        let mut claim = |idle_since: Duration| c.claim(idle_since, |o| dropped.push(o));
+        // Two users idle from the start hold the first two starts ahead of their time.
+        assert_eq!(claim(ms(0)), Some((1, ms(0))));
+        assert_eq!(claim(ms(0)), Some((2, ms(1))));
+        // One idle from 4.5 ms: starts 3 to 5 (2, 3 and 4 ms) came while both were busy.
+        assert_eq!(claim(Duration::from_micros(4500)), Some((6, ms(5))));
+        // One idle from exactly 6 ms takes the start at 6 ms.
+        assert_eq!(claim(ms(6)), Some((7, ms(6))));
+        assert_eq!(claim(ms(20)), None, "the schedule is over");
+        assert_eq!(claim(ms(20)), None);
+        assert_eq!(dropped, [ms(2), ms(3), ms(4), ms(7), ms(8), ms(9)]);
+    }
+
+    #[test]
+    fn only_starts_due_before_the_sweep_point_are_dropped() {
+        let mut c = Cursor::new(&schedule("1000/s", 10));
+        let mut dropped = 0;
+        c.drop_before(Duration::from_micros(2500), |_| dropped += 1);
+        assert_eq!((dropped, c.next), (3, Some((4, ms(3)))));
+        c.drop_before(ms(3), |_| dropped += 1);
+        assert_eq!(dropped, 3, "a start due exactly now can still be claimed");
+    }
+
+    /// `n` users that each hold their first start until the schedule is over (on tokio's
+    /// paused clock: no real waiting), with the pacer running beside them.
     async fn stuck_users(rate: &str, ms: u64, n: usize) -> (OpenReport, Vec<u64>, Arc<Counters>) {
         let counters = Arc::new(Counters::default());
-        let (d, tx) = Dispatcher::new(n, counters.clone());
-        let (release_tx, release_rx) = flume::unbounded::<()>();
+        let d = Dispatcher::new(n, counters.clone(), &schedule(rate, ms), Alarm::timer());
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
         let users: Vec<_> = (0..n)
             .map(|_| {
-                let (d, release_rx) = (d.clone(), release_rx.clone());
+                let (mut seat, gate) = (d.seat(), gate.clone());
                 tokio::spawn(async move {
                     let mut done = Vec::new();
-                    while let Some(start) = d.next().await {
-                        let _ = release_rx.recv_async().await;
-                        d.finished(&start, Instant::now(), true);
+                    while let Some(start) = seat.next().await {
+                        gate.acquire().await.unwrap().forget();
+                        seat.finished(&start, now(), true);
                         done.push(start.index);
                     }
                     done
                 })
             })
             .collect();
-        d.clone().run(tx, schedule(rate, ms)).await;
-        for _ in 0..n {
-            release_tx.send(()).unwrap();
-        }
+        let pacer = tokio::spawn(d.clone().pace());
+        let t0 = d.began().await;
+        // The schedule is over, and the pacer has had time to count what nobody took.
+        tokio::time::sleep_until((t0 + Duration::from_millis(ms) + 2 * WAKE).into()).await;
+        let swept = counters.dropped.load(Ordering::Relaxed);
+        assert!(pacer.is_finished(), "the pacer ends with the schedule");
+        gate.add_permits(n);
         let mut done = Vec::new();
         for u in users {
             done.extend(u.await.unwrap());
         }
         done.sort_unstable();
+        assert_eq!(
+            swept,
+            counters.dropped.load(Ordering::Relaxed),
+            "the pacer had counted every drop"
+        );
         (d.report(about()), done, counters)
     }
 
+    /// Users whose checkouts take no time, each on its own task, woken by `alarm` in real
+    /// time: every start is taken, and none before its time. (A user per start: with
+    /// fewer, a late wake-up on a busy test machine could find every user holding a
+    /// start, and drop the next one.)
+    async fn quick_users(alarm: Alarm) -> OpenReport {
+        let counters = Arc::new(Counters::default());
+        let d = Dispatcher::new(50, counters, &schedule("2000/s", 25), alarm);
+        let users: Vec<_> = (0..50)
+            .map(|_| {
+                let mut seat = d.seat();
+                tokio::spawn(async move {
+                    let mut done = Vec::new();
+                    while let Some(start) = seat.next().await {
+                        let at = now();
+                        assert!(at >= start.intended, "started before its time");
+                        seat.finished(&start, at, true);
+                        done.push(start.index);
+                    }
+                    done
+                })
+            })
+            .collect();
+        let pacer = tokio::spawn(d.clone().pace());
+        let mut done = Vec::new();
+        for u in users {
+            done.extend(u.await.unwrap());
+        }
+        pacer.await.unwrap();
+        done.sort_unstable();
+        assert_eq!(done, (1..=50).collect::<Vec<_>>());
+        d.report(about())
+    }
+
     #[tokio::test]
+    async fn the_alarm_wakes_each_user_at_its_start() {
+        for alarm in [Alarm::new(), Alarm::timer()] {
+            let r = quick_users(alarm).await;
+            assert_eq!((r.scheduled, r.started, r.dropped), (50, 50, 0));
+            assert_eq!(r.start_late.count, 50);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn starts_while_every_user_is_busy_are_dropped_and_counted() {
         let (r, done, counters) = stuck_users("1000/s", 50, 3).await;
         assert_eq!(done, [1, 2, 3], "the first three starts, one per user");
@@ -396,14 +644,17 @@ mod tests {
             }]
         );
         assert!((r.achieved_per_sec - 60.0).abs() < 1e-9, "3 in 0.05 s");
-        // Each stuck checkout waited at least until the last start time (49 ms): counted
-        // from its intended start, that wait shows.
+        // Each stuck checkout waited at least until the schedule was over: counted from
+        // its intended start, that wait shows.
         assert_eq!(r.latency_from_intended.count, 3);
         assert!(r.latency_from_intended.p50_ms >= 47.0, "{:?}", r.latency_from_intended);
         assert_eq!(r.worst_second().unwrap().0, 0);
+        // Each user slept to its start on tokio's timer, late by less than its tick.
+        assert_eq!(r.start_late.count, 3);
+        assert!(r.start_late.max_ms < 1.0, "{:?}", r.start_late);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn seconds_split_by_intended_start_and_merge_by_second() {
         let (r, _, _) = stuck_users("100/s", 1500, 1).await;
         assert_eq!((r.scheduled, r.started, r.dropped), (150, 1, 149));
@@ -414,6 +665,13 @@ mod tests {
         assert_eq!((merged.scheduled, merged.dropped, merged.users), (300, 298, 4));
         assert_eq!(merged.per_second[1].dropped, 100);
         assert_eq!(merged.latency_from_intended.count, 2);
+        assert_eq!(merged.start_late.count, 2);
         assert_eq!(merged.achieved_per_sec, r.achieved_per_sec * 2.0);
+        // A report written before start lateness was measured still merges.
+        let mut old = r.clone();
+        old.start_late_histogram.clear();
+        old.start_late = Percentiles::default();
+        merged.merge(&old).unwrap();
+        assert_eq!(merged.start_late.count, 2);
     }
 }

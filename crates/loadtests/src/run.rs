@@ -10,6 +10,7 @@ use goose::client::GooseClientBuilder;
 use goose::config::GooseConfiguration;
 use goose::prelude::*;
 
+use crate::alarm::Alarm;
 use crate::arrival::{Rate, Schedule};
 use crate::open::{Dispatcher, OpenRun};
 
@@ -187,9 +188,9 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     let (scenario, dispatcher) = match &open {
         None => (state.scenario(), None),
         Some(o) => {
-            let (dispatcher, tx) = Dispatcher::new(o.users as usize, state.counters.clone());
-            let scheduler = tokio::spawn(dispatcher.clone().run(tx, o.schedule.clone()));
-            (state.open_scenario(dispatcher.clone()), Some((dispatcher, scheduler)))
+            let dispatcher = Dispatcher::new(o.users as usize, state.counters.clone(), &o.schedule, Alarm::new());
+            let pacer = tokio::spawn(dispatcher.clone().pace());
+            (state.open_scenario(dispatcher.clone()), Some((dispatcher, pacer)))
         }
     };
     // The open model's run counts from its schedule's start, as its rate does: launching
@@ -223,8 +224,8 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     drop(quiet_goose);
     let _ = stop_progress.send(());
     let measured_from = measured_from();
-    let open_report = dispatcher.map(|(dispatcher, scheduler)| {
-        scheduler.abort();
+    let open_report = dispatcher.map(|(dispatcher, pacer)| {
+        pacer.abort();
         let o = open.expect("a dispatcher only with the open model");
         dispatcher.report(OpenRun {
             rate: o.asked.to_string(),

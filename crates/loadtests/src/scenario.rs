@@ -245,17 +245,18 @@ impl RunState {
     }
 
     /// The open model's scenario: each goose user runs one iteration that takes start
-    /// times from the [`Dispatcher`] until the schedule is over (goose's own iterations
-    /// and run time do not pace it).
+    /// times from its seat at the [`Dispatcher`] until the schedule is over (goose's own
+    /// iterations and run time do not pace it).
     pub fn open_scenario(self: &Arc<Self>, dispatcher: Arc<Dispatcher>) -> Scenario {
         let state = self.clone();
         let transaction: TransactionFunction = Arc::new(move |user| {
             let (state, dispatcher) = (state.clone(), dispatcher.clone());
             Box::pin(async move {
                 let mut transport = state.transport(user);
-                while let Some(start) = dispatcher.next().await {
+                let mut seat = dispatcher.seat();
+                while let Some(start) = seat.next().await {
                     let (ended, paid) = state.run_numbered(&mut transport, start.index).await;
-                    dispatcher.finished(&start, ended, paid);
+                    seat.finished(&start, ended, paid);
                 }
                 Ok(())
             })
