@@ -102,6 +102,9 @@ struct Book {
     /// Claimed starts not yet due, in the order of their times (claims follow the
     /// schedule), each with the bell of the user that holds it.
     waiting: VecDeque<(Instant, Arc<Notify>)>,
+    /// Ctrl-C ended the schedule: the pacer has rung every bell and rings no more, so no
+    /// start may be claimed after it.
+    stopped: bool,
 }
 
 /// Hands start times to users and counts what became of them.
@@ -158,6 +161,7 @@ impl Dispatcher {
             book: Mutex::new(Book {
                 cursor: Cursor::new(schedule),
                 waiting: VecDeque::new(),
+                stopped: false,
             }),
             alarm,
             whole_secs: schedule.duration.as_secs_f64().ceil() as usize,
@@ -199,6 +203,10 @@ impl Dispatcher {
         let since = idle_since.map_or(Duration::ZERO, |t| t.saturating_duration_since(t0));
         let (index, offset, wait) = {
             let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            if book.stopped || goose::is_killswitch_triggered() {
+                let _ = self.stopped_after.set(now().saturating_duration_since(t0));
+                return None;
+            }
             let (index, offset) = book.cursor.claim(since, |o| self.dropped(o))?;
             let intended = t0 + offset;
             let wait = intended > now();
@@ -262,6 +270,7 @@ impl Dispatcher {
                 book.waiting.pop_front();
             }
             if stopped {
+                book.stopped = true;
                 return;
             }
             let due = now.saturating_duration_since(t0).saturating_sub(WAKE);
