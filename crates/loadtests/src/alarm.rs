@@ -1,8 +1,9 @@
 //! The open model's alarm clock: one wake-up at a time, set and reset at will, awaited
 //! on tokio's reactor. On Linux it is a timerfd: the kernel's high-resolution timer,
 //! delivered through the runtime's own epoll, so a start costs no thread of its own and
-//! no millisecond rounding. Elsewhere (and under tokio's paused clock in tests) it is
-//! tokio's timer, which rounds up to whole milliseconds and so wakes ~1 ms late.
+//! no millisecond rounding. Elsewhere it is tokio's timer, which rounds up to whole
+//! milliseconds and so wakes ~1 ms late; tests on tokio's paused clock pick that one
+//! ([`Alarm::timer`]), since a timerfd keeps real time.
 
 use std::sync::Mutex;
 use std::time::Instant;

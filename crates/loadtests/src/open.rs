@@ -270,7 +270,12 @@ impl Dispatcher {
                 book.waiting.pop_front();
             }
             if stopped {
+                // The starts due before Ctrl-C that nobody claimed were dropped; the run
+                // ends now, whether or not a user is still in a checkout.
+                book.cursor
+                    .drop_before(now.saturating_duration_since(t0), |o| self.dropped(o));
                 book.stopped = true;
+                let _ = self.stopped_after.set(now.saturating_duration_since(t0));
                 return;
             }
             let due = now.saturating_duration_since(t0).saturating_sub(WAKE);
