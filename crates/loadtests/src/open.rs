@@ -2,12 +2,11 @@
 //! start times to goose users. A user that becomes idle **claims** the next start not
 //! yet taken, so every idle user holds one start ahead of its time, and
 //! [`Dispatcher::pace`] rings the user's bell when that time comes (an [`Alarm`] set to
-//! the first waiting start: a timerfd on Linux), unless a user asking for work rang it
-//! first (under load, sooner than the runtime looks at its reactor). A start whose time
-//! comes while **every user is busy** is left unclaimed and counted **dropped** (k6's
-//! `dropped_iterations`: never queued, never silently skipped) by the next user to become
-//! idle, or by the pacer within 2 × [`WAKE`]. Users are pre-allocated: the schedule begins
-//! when every user is waiting for work.
+//! the first waiting start: a timerfd on Linux). A start whose time comes while **every
+//! user is busy** is left unclaimed and counted **dropped** (k6's `dropped_iterations`:
+//! never queued, never silently skipped) by the next user to become idle, or by the pacer
+//! within [`WAKE`]. Users are pre-allocated: the schedule begins when every user is
+//! waiting for work.
 //!
 //! Each checkout's latency is also measured from its **intended** start (the schedule's
 //! instant, not the moment a user picked it up), so a stalled generator or target shows
@@ -106,21 +105,6 @@ struct Book {
     /// Ctrl-C ended the schedule: the pacer has rung every bell and rings no more, so no
     /// start may be claimed after it.
     stopped: bool,
-}
-
-impl Book {
-    /// Rings the bells of the waiting starts due by `now` (every one when `all`); the
-    /// first start still waiting, if any.
-    fn ring_due(&mut self, now: Instant, all: bool) -> Option<Instant> {
-        while let Some((at, bell)) = self.waiting.front() {
-            if !all && *at > now {
-                return Some(*at);
-            }
-            bell.notify_one();
-            self.waiting.pop_front();
-        }
-        None
-    }
 }
 
 /// Hands start times to users and counts what became of them.
@@ -223,14 +207,9 @@ impl Dispatcher {
                 let _ = self.stopped_after.set(now().saturating_duration_since(t0));
                 return None;
             }
-            // A user asking for work is on the runtime already: it rings the starts that
-            // came due since the pacer last ran, which under load is sooner than the
-            // runtime gets to the alarm (it looks at its reactor every 61 tasks).
-            let now = now();
-            book.ring_due(now, false);
             let (index, offset) = book.cursor.claim(since, |o| self.dropped(o))?;
             let intended = t0 + offset;
-            let wait = intended > now;
+            let wait = intended > now();
             if wait {
                 book.waiting.push_back((intended, bell.clone()));
                 if book.waiting.len() == 1 {
@@ -282,8 +261,13 @@ impl Dispatcher {
             let stopped = goose::is_killswitch_triggered();
             let now = now();
             let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(first) = book.ring_due(now, stopped) {
-                self.alarm.set(first);
+            while let Some((at, bell)) = book.waiting.front() {
+                if !stopped && *at > now {
+                    self.alarm.set(*at);
+                    break;
+                }
+                bell.notify_one();
+                book.waiting.pop_front();
             }
             if stopped {
                 // The starts due before Ctrl-C that nobody claimed were dropped; the run
@@ -564,26 +548,6 @@ mod tests {
         assert_eq!(claim(ms(20)), None, "the schedule is over");
         assert_eq!(claim(ms(20)), None);
         assert_eq!(dropped, [ms(2), ms(3), ms(4), ms(7), ms(8), ms(9)]);
-    }
-
-    #[test]
-    fn due_bells_ring_in_order_and_the_first_still_waiting_is_named() {
-        use futures_util::FutureExt;
-        let t0 = Instant::now();
-        let bells: Vec<Arc<Notify>> = (0..3).map(|_| Arc::new(Notify::new())).collect();
-        let mut book = Book {
-            cursor: Cursor::new(&schedule("1000/s", 10)),
-            waiting: (0..3).map(|k| (t0 + ms(k + 1), bells[k as usize].clone())).collect(),
-            stopped: false,
-        };
-        let rang = |k: usize| bells[k].notified().now_or_never().is_some();
-        assert_eq!(book.ring_due(t0, false), Some(t0 + ms(1)), "nothing due yet");
-        assert!(!rang(0));
-        assert_eq!(book.ring_due(t0 + ms(2), false), Some(t0 + ms(3)));
-        assert!(rang(0) && rang(1) && !rang(2), "the two due, not the third");
-        assert_eq!(book.ring_due(t0, true), None, "all: Ctrl-C");
-        assert!(rang(2));
-        assert!(book.waiting.is_empty());
     }
 
     #[test]
