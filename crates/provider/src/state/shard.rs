@@ -205,11 +205,14 @@ mod tests {
         let ratio = shares[SHARDS - 1] as f64 / shares[0] as f64;
         assert!((1.95..2.0).contains(&ratio), "largest ÷ smallest {ratio}");
         assert!(shares.iter().sum::<usize>().abs_diff(1 << 20) <= SHARDS);
-        // Keys land as the shares say.
+        // Keys land as the shares say. The keys are strings, as the provider's are
+        // (idempotency keys, ids): foldhash's top bits for small consecutive integers
+        // are uneven under some seeds (shard 0 took 2,498 keys against 2,178 once in
+        // 200 runs), which no table here is keyed by.
         let s: Sharded<u32> = Sharded::default();
         let n = 200_000;
         for k in 0..n {
-            *s.lock(&k) += 1;
+            *s.lock(&format!("key-{k}")) += 1;
         }
         for ((i, (shard, share)), want) in s.shares(n).enumerate().zip(exact(n)) {
             let got = *shard.lock() as usize;
