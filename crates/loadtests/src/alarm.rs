@@ -106,7 +106,13 @@ impl Alarm {
                 let mut expirations = [0u8; 8];
                 match ready.try_io(|fd| rustix::io::read(fd.get_ref(), &mut expirations).map_err(std::io::Error::from))
                 {
-                    Ok(_) => return,
+                    Ok(_) => {
+                        // Read, so not readable until it rings again: say so now, or the
+                        // next wait reads once more only to learn it (one `read` a ring).
+                        // tokio clears only the readiness this guard saw, never a newer one.
+                        ready.clear_ready();
+                        return;
+                    }
                     Err(_would_block) => continue,
                 }
             },
