@@ -5,7 +5,7 @@
 //! the first waiting start: a timerfd on Linux). A start whose time comes while **every
 //! user is busy** is left unclaimed and counted **dropped** (k6's `dropped_iterations`:
 //! never queued, never silently skipped) by the next user to become idle, or by the pacer
-//! within [`WAKE`]. Users are pre-allocated: the schedule begins when every user is
+//! within twice [`WAKE`]. Users are pre-allocated: the schedule begins when every user is
 //! waiting for work.
 //!
 //! Each checkout's latency is also measured from its **intended** start (the schedule's
@@ -57,41 +57,36 @@ pub struct Second {
     pub completed: u64,
 }
 
-/// The schedule's starts that no user has claimed and none has dropped, in order.
-struct Cursor {
-    offsets: Box<dyn Iterator<Item = Duration> + Send>,
-    /// The next one: its 1-based index and its offset from the schedule's start.
-    next: Option<(u64, Duration)>,
-}
+/// The schedule's starts that no user has claimed and none has dropped, in order, each
+/// with its 0-based place in the schedule and its offset from the schedule's start.
+type Offsets = std::iter::Enumerate<Box<dyn Iterator<Item = Duration> + Send>>;
+
+struct Cursor(std::iter::Peekable<Offsets>);
 
 impl Cursor {
     fn new(schedule: &Schedule) -> Self {
-        let mut offsets = Box::new(schedule.offsets());
-        let next = offsets.next().map(|o| (1, o));
-        Self { offsets, next }
-    }
-
-    fn advance(&mut self) {
-        if let Some((k, _)) = self.next {
-            self.next = self.offsets.next().map(|o| (k + 1, o));
-        }
+        let offsets: Box<dyn Iterator<Item = Duration> + Send> = Box::new(schedule.offsets());
+        Self(offsets.enumerate().peekable())
     }
 
     /// Passes over every start due before `due` (`dropped` is told each one's offset).
     fn drop_before(&mut self, due: Duration, mut dropped: impl FnMut(Duration)) {
-        while let Some((_, offset)) = self.next.filter(|&(_, o)| o < due) {
+        while let Some((_, offset)) = self.0.next_if(|&(_, o)| o < due) {
             dropped(offset);
-            self.advance();
         }
     }
 
     /// For a user idle since `idle_since` (from the schedule's start): the starts due
-    /// before it came while every user was busy (dropped), the next one is its own.
+    /// before it came while every user was busy (dropped), the next one is its own (its
+    /// 1-based index, and its offset).
     fn claim(&mut self, idle_since: Duration, dropped: impl FnMut(Duration)) -> Option<(u64, Duration)> {
         self.drop_before(idle_since, dropped);
-        let next = self.next;
-        self.advance();
-        next
+        self.0.next().map(|(k, offset)| (k as u64 + 1, offset))
+    }
+
+    /// Whether every start has been claimed or dropped.
+    fn is_over(&mut self) -> bool {
+        self.0.peek().is_none()
     }
 }
 
@@ -203,8 +198,7 @@ impl Dispatcher {
         let since = idle_since.map_or(Duration::ZERO, |t| t.saturating_duration_since(t0));
         let (index, offset, wait) = {
             let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
-            if book.stopped || goose::is_killswitch_triggered() {
-                let _ = self.stopped_after.set(now().saturating_duration_since(t0));
+            if book.stopped || self.stopped_by_ctrl_c(t0) {
                 return None;
             }
             let (index, offset) = book.cursor.claim(since, |o| self.dropped(o))?;
@@ -221,9 +215,7 @@ impl Dispatcher {
         if wait {
             bell.notified().await;
         }
-        // Ctrl-C (goose's killswitch) ends the schedule; users finish their checkouts.
-        if goose::is_killswitch_triggered() {
-            let _ = self.stopped_after.set(now().saturating_duration_since(t0));
+        if self.stopped_by_ctrl_c(t0) {
             return None;
         }
         let intended = t0 + offset;
@@ -234,6 +226,16 @@ impl Dispatcher {
             s.started += 1;
         });
         Some(Start { index, intended })
+    }
+
+    /// Whether Ctrl-C (goose's killswitch) ended the schedule (users finish their
+    /// checkouts); if so, how far into it is noted, unless the pacer noted it first.
+    fn stopped_by_ctrl_c(&self, t0: Instant) -> bool {
+        let stopped = goose::is_killswitch_triggered();
+        if stopped {
+            let _ = self.stopped_after.set(now().saturating_duration_since(t0));
+        }
+        stopped
     }
 
     fn dropped(&self, offset: Duration) {
@@ -280,7 +282,7 @@ impl Dispatcher {
             }
             let due = now.saturating_duration_since(t0).saturating_sub(WAKE);
             book.cursor.drop_before(due, |o| self.dropped(o));
-            if book.cursor.next.is_none() && book.waiting.is_empty() {
+            if book.cursor.is_over() && book.waiting.is_empty() {
                 return;
             }
         }
@@ -555,9 +557,11 @@ mod tests {
         let mut c = Cursor::new(&schedule("1000/s", 10));
         let mut dropped = 0;
         c.drop_before(Duration::from_micros(2500), |_| dropped += 1);
-        assert_eq!((dropped, c.next), (3, Some((4, ms(3)))));
+        assert_eq!(dropped, 3);
         c.drop_before(ms(3), |_| dropped += 1);
         assert_eq!(dropped, 3, "a start due exactly now can still be claimed");
+        assert_eq!(c.claim(ms(3), |_| dropped += 1), Some((4, ms(3))));
+        assert!(!c.is_over());
     }
 
     /// `n` users that each hold their first start until the schedule is over (on tokio's

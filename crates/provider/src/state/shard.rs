@@ -208,7 +208,7 @@ mod tests {
         // Keys land as the shares say. The keys are strings, as the provider's are
         // (idempotency keys, ids): foldhash's top bits for small consecutive integers
         // are uneven under some seeds (shard 0 took 2,498 keys against 2,178 once in
-        // 200 runs), which no table here is keyed by.
+        // 200 runs); the provider's tables are keyed by strings and drawn ids.
         let s: Sharded<u32> = Sharded::default();
         let n = 200_000;
         for k in 0..n {
