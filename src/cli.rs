@@ -38,7 +38,9 @@ pub enum Command {
     /// Fire concurrent checkouts at a target API, reconcile with the ledger, gate on anomalies.
     ///
     /// Exit codes: 0 every gate held, 1 a gate failed, 2 bad usage or configuration,
-    /// 3 the target or the provider was unreachable before the run started.
+    /// 3 the target or the provider was unreachable before the run started, 4 the run
+    /// ended but the provider's ledger could not be read, 130 quit by a second Ctrl-C (the
+    /// first stops the run and still reconciles).
     Load(Box<fauxpay_loadtests::LoadArgs>),
     /// Work with load reports.
     Report {

@@ -890,3 +890,76 @@ fn the_templates_in_the_docs_parse() {
         assert_eq!(plan.flow.is_some(), block.contains("[[step]]"), "{block}");
     }
 }
+
+/// `fauxpay load` at a rate for long enough to be interrupted, its stderr piped; returns
+/// once its users have started (its journal holds an attempt).
+fn interruptible(url: &str, out: &Path) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+        .args(["load", "--target", url, "--provider", url, "--template", "stripe"])
+        .args(["--rate", "100/s", "--run-time", "60s", "--users", "8", "--out"])
+        .arg(out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal = out.join("journal.jsonl");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::metadata(&journal).map_or(true, |m| m.len() == 0) {
+        assert!(std::time::Instant::now() < until, "no attempt in {}", journal.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+}
+
+fn interrupt(child: &std::process::Child, times: usize) {
+    for _ in 0..times {
+        let status = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+
+    // Once: the users stop, the ledger is reconciled, every report is written.
+    let out = out_dir("ctrl-c-once");
+    let (stopped, out) = tokio::task::spawn_blocking(move || {
+        let child = interruptible(&url, &out);
+        interrupt(&child, 1);
+        (child.wait_with_output().unwrap(), out)
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("Ctrl-C: stopping"), "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert!(report["payments"].as_u64().unwrap() > 0, "{report}");
+    assert!(String::from_utf8_lossy(&stopped.stdout).contains("every gate held"));
+
+    // Twice: it quits at once with 130 and says the reports are incomplete.
+    let url = h.provider.url();
+    let out = out_dir("ctrl-c-twice");
+    let (quit, out) = tokio::task::spawn_blocking(move || {
+        let child = interruptible(&url, &out);
+        interrupt(&child, 2);
+        (child.wait_with_output().unwrap(), out)
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&quit.stderr);
+    assert_eq!(quit.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "Ctrl-C again: quitting now, before the reconciliation; the reports in {} are incomplete",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!out.join("report.json").exists());
+}

@@ -22,6 +22,7 @@ pub mod error;
 pub mod feeder;
 pub mod flow;
 pub mod fulfillment;
+pub mod interrupt;
 pub mod journal;
 pub mod latency;
 pub mod ledger;

@@ -214,6 +214,8 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     // never use), sharing one connection pool: a client per user would read the
     // system's CA certificates once per user (~3.6 ms of CPU each) and keep a copy of
     // them in each.
+    // Ctrl-C from here: the first stops the users, a second quits (crate::interrupt).
+    let armed = crate::interrupt::arm(&args.out);
     let attack = GooseAttack::initialize_with_config(goose_config)
         .map_err(|e| LoadError::Goose(e.to_string()))?
         .set_client_builder_without_cookies(GooseClientBuilder::new().without_cookies())
@@ -221,6 +223,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .register_scenario(scenario)
         .execute()
         .await;
+    armed.users_stopped();
     drop(quiet_goose);
     let _ = stop_progress.send(());
     let measured_from = measured_from();
