@@ -5,6 +5,8 @@
 //! anomalies mixed in (double charges, lost and phantom charges), then times feeding the
 //! ledger through `LedgerView::add_line` in stream-sized chunks (as `fetch_ledger` does
 //! with the HTTP body) plus `reconcile(...)`, and prints one JSON line with the seconds.
+//! Apart from those, it writes the payments to a journal (not timed) and times reading it
+//! back (`journal_read_secs`), which a run's end does before it reconciles.
 //!
 //! Usage: `reconcile-bench [PAYMENTS] [CHUNK_BYTES]` (defaults 1000000, 16384).
 
@@ -15,6 +17,7 @@ use std::fmt::Write;
 use std::time::Instant;
 
 use fauxpay_loadtests::client::{AttemptRecord, AttemptResult, Outcome, PaymentRecord};
+use fauxpay_loadtests::journal::Journal;
 use fauxpay_loadtests::ledger::{LedgerView, ProviderRequest, RequestOutcome};
 use fauxpay_loadtests::mix::Behaviour;
 use fauxpay_loadtests::reconcile::reconcile;
@@ -125,6 +128,26 @@ fn main() {
     let total = t0.elapsed().as_secs_f64();
 
     assert_eq!(r.outcomes.total(), n);
+
+    // ---- timed apart: what a run's end reads back before it reconciles ----
+    // `fauxpay load` keeps no payment in memory while it runs: the journal's thread writes
+    // each to journal.jsonl and the end reads the file back (`journal::read`).
+    let dir = std::env::temp_dir().join(format!("fauxpay-reconcile-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let path = dir.join("journal.jsonl");
+    let journal = Journal::create(&path).expect("journal.jsonl");
+    for p in &payments {
+        journal.record(p.clone());
+    }
+    drop(journal.finish().expect("the journal written"));
+    let journal_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let t2 = Instant::now();
+    let back = fauxpay_loadtests::journal::read(&path).expect("the journal read back");
+    let journal_read_secs = t2.elapsed().as_secs_f64();
+    assert_eq!(back.len(), payments.len());
+    drop(back);
+    let _ = std::fs::remove_dir_all(&dir);
+
     println!(
         "{}",
         serde_json::json!({
@@ -138,6 +161,8 @@ fn main() {
             "ledger_secs": ledger_secs,
             "reconcile_secs": reconcile_secs,
             "seconds": total,
+            "journal_bytes": journal_bytes,
+            "journal_read_secs": journal_read_secs,
         })
     );
 }
