@@ -39,8 +39,8 @@ pub enum Command {
     ///
     /// Exit codes: 0 every gate held, 1 a gate failed, 2 bad usage or configuration,
     /// 3 the target or the provider was unreachable before the run started, 4 the run
-    /// ended but the provider's ledger could not be read, 130 quit by a second Ctrl-C (the
-    /// first stops the run and still reconciles).
+    /// ended but the provider's ledger could not be read, 130 quit by a second Ctrl-C or by
+    /// one after the users stopped (the first stops the run and still reconciles).
     Load(Box<fauxpay_loadtests::LoadArgs>),
     /// Work with load reports.
     Report {

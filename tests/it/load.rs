@@ -891,34 +891,53 @@ fn the_templates_in_the_docs_parse() {
     }
 }
 
-/// `fauxpay load` at a rate for long enough to be interrupted, its stderr piped; returns
-/// once its users have started (its journal holds an attempt).
-fn interruptible(url: &str, out: &Path) -> std::process::Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
-        .args(["load", "--target", url, "--provider", url, "--template", "stripe"])
-        .args(["--rate", "100/s", "--run-time", "60s", "--users", "8", "--out"])
-        .arg(out)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let journal = out.join("journal.jsonl");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::fs::metadata(&journal).map_or(true, |m| m.len() == 0) {
-        assert!(std::time::Instant::now() < until, "no attempt in {}", journal.display());
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child
-}
-
-fn interrupt(child: &std::process::Child, times: usize) {
-    for _ in 0..times {
-        let status = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status()
+/// `fauxpay load` at a rate for long enough to be interrupted, sent SIGINT `presses`
+/// times once its users have started (its journal holds an attempt); its output, and its
+/// reports folder.
+async fn interrupted(url: &str, name: &str, presses: usize) -> (std::process::Output, PathBuf) {
+    let (url, out) = (url.to_string(), out_dir(name));
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+            .args(["load", "--target", &url, "--provider", &url, "--template", "stripe"])
+            .args(["--rate", "100/s", "--run-time", "60s", "--users", "8", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
-        assert!(status.success());
-    }
+        let journal = out.join("journal.jsonl");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::fs::metadata(&journal).map_or(true, |m| m.len() == 0) {
+            if std::time::Instant::now() > until {
+                let _ = child.kill();
+                panic!("no attempt in {}", journal.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Each press once the last one's line is out: two signals sent before the first is
+        // taken would be one.
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        for _ in 0..presses {
+            let status = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let mut line = String::new();
+            while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 && !line.contains("Ctrl-C") {
+                said.push_str(&line);
+                line.clear();
+            }
+            said.push_str(&line);
+        }
+        std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+        let mut output = child.wait_with_output().unwrap();
+        output.stderr = said.into_bytes();
+        (output, out)
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -927,14 +946,7 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
     let url = h.provider.url();
 
     // Once: the users stop, the ledger is reconciled, every report is written.
-    let out = out_dir("ctrl-c-once");
-    let (stopped, out) = tokio::task::spawn_blocking(move || {
-        let child = interruptible(&url, &out);
-        interrupt(&child, 1);
-        (child.wait_with_output().unwrap(), out)
-    })
-    .await
-    .unwrap();
+    let (stopped, out) = interrupted(&url, "ctrl-c-once", 1).await;
     let stderr = String::from_utf8_lossy(&stopped.stderr);
     assert_eq!(stopped.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("Ctrl-C: stopping"), "{stderr}");
@@ -943,20 +955,12 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
     assert!(String::from_utf8_lossy(&stopped.stdout).contains("every gate held"));
 
     // Twice: it quits at once with 130 and says the reports are incomplete.
-    let url = h.provider.url();
-    let out = out_dir("ctrl-c-twice");
-    let (quit, out) = tokio::task::spawn_blocking(move || {
-        let child = interruptible(&url, &out);
-        interrupt(&child, 2);
-        (child.wait_with_output().unwrap(), out)
-    })
-    .await
-    .unwrap();
+    let (quit, out) = interrupted(&url, "ctrl-c-twice", 2).await;
     let stderr = String::from_utf8_lossy(&quit.stderr);
     assert_eq!(quit.status.code(), Some(130), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "Ctrl-C again: quitting now, before the reconciliation; the reports in {} are incomplete",
+            "Ctrl-C again: quitting now; the reports in {} are incomplete",
             out.display()
         )),
         "{stderr}"

@@ -131,7 +131,8 @@ fn main() {
 
     // ---- timed apart: what a run's end reads back before it reconciles ----
     // `fauxpay load` keeps no payment in memory while it runs: the journal's thread writes
-    // each to journal.jsonl and the end reads the file back (`journal::read`).
+    // each to journal.jsonl and the end reads the file back (`journal::read`), just
+    // written and so in the page cache, as it is here (`finish` has read it once already).
     let dir = std::env::temp_dir().join(format!("fauxpay-reconcile-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     let path = dir.join("journal.jsonl");

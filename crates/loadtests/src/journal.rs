@@ -84,7 +84,11 @@ impl Journal {
     pub fn finish(mut self) -> Result<Vec<PaymentRecord>, LoadError> {
         drop(self.tx.take());
         match self.writer.take().map(JoinHandle::join) {
-            Some(Ok(Ok(()))) => read(&self.path),
+            // The file was written whole a moment ago: a failure to read it back is the
+            // run's, not a report a person handed in.
+            Some(Ok(Ok(()))) => {
+                read(&self.path).map_err(|e| LoadError::Goose(format!("reading the journal back: {e}")))
+            }
             Some(Ok(Err(e))) => Err(LoadError::io(&self.path, e)),
             Some(Err(_)) => Err(LoadError::io(
                 &self.path,

@@ -191,7 +191,7 @@ impl RunState {
             self.tally(i, record.outcome == crate::client::Outcome::Ok, record.e2e_us);
         }
         self.counters.add(&record);
-        // The journal keeps the payment for reconciliation once written.
+        // The journal writes the payment (and drops it: the run's end reads the file back).
         self.setup.journal.record(record);
         (ended, true)
     }
@@ -236,6 +236,7 @@ impl RunState {
         let transaction: TransactionFunction = Arc::new(move |user| {
             let state = state.clone();
             Box::pin(async move {
+                crate::interrupt::users_started();
                 let mut transport = state.transport(user);
                 state.run_one(&mut transport).await;
                 Ok(())
@@ -252,6 +253,7 @@ impl RunState {
         let transaction: TransactionFunction = Arc::new(move |user| {
             let (state, dispatcher) = (state.clone(), dispatcher.clone());
             Box::pin(async move {
+                crate::interrupt::users_started();
                 let mut transport = state.transport(user);
                 let mut seat = dispatcher.seat();
                 while let Some(start) = seat.next().await {
