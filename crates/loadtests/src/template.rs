@@ -553,10 +553,35 @@ pub(crate) fn toml_error(file: &str, text: &str, e: toml::de::Error) -> ConfigEr
     }
 }
 
+/// A template's or a step's method: one that goose sends and counts (any other went out
+/// as a POST through goose's request builder, unsaid).
+fn sendable_method(file: &str, field: &str, text: &str) -> Result<reqwest::Method, ConfigError> {
+    use reqwest::Method;
+    match Method::from_bytes(text.to_ascii_uppercase().as_bytes()) {
+        Ok(m)
+            if [
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+                Method::HEAD,
+            ]
+            .contains(&m) =>
+        {
+            Ok(m)
+        }
+        _ => Err(ConfigError::new(
+            file,
+            field,
+            format!("GET, POST, PUT, PATCH, DELETE or HEAD, got '{text}'"),
+        )),
+    }
+}
+
 impl Template {
     fn compile(file: &str, t: TemplateFile, names: &Names<'_>) -> Result<Self, ConfigError> {
-        let method = reqwest::Method::from_bytes(t.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| ConfigError::new(file, "method", format!("an HTTP method, got '{}'", t.method)))?;
+        let method = sendable_method(file, "method", &t.method)?;
         if !t.path.starts_with('/') {
             return Err(ConfigError::new(file, "path", "a path starting with '/'"));
         }
@@ -606,8 +631,7 @@ impl Template {
         names: &Names<'_>,
     ) -> Result<Self, ConfigError> {
         let at = |f: &str| format!("{field}.{f}");
-        let method = reqwest::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| ConfigError::new(file, &at("method"), format!("an HTTP method, got '{method}'")))?;
+        let method = sendable_method(file, &at("method"), method)?;
         if body.is_some() && format.is_none() {
             return Err(ConfigError::new(
                 file,
@@ -893,6 +917,28 @@ mod tests {
             .template
             .fulfillment
             .is_none());
+
+        for method in ["OPTIONS", "trace", "NO PE"] {
+            let e = Template::parse(
+                "t.toml",
+                &format!("name='t'\nmethod='{method}'\npath='/x'\nformat='json'\nbody='{{{{order_id}}}}'\n"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert_eq!(
+                e,
+                format!("t.toml: method: expected GET, POST, PUT, PATCH, DELETE or HEAD, got '{method}'")
+            );
+        }
+        assert_eq!(
+            Template::parse(
+                "t.toml",
+                "name='t'\nmethod='head'\npath='/x'\nformat='json'\nbody='{{order_id}}'\n"
+            )
+            .unwrap()
+            .method,
+            reqwest::Method::HEAD
+        );
 
         let base = "name='t'\nmethod='POST'\npath='/x'\nformat='json'\nbody='{{order_id}}'\n";
         let ok = Template::parse(
