@@ -526,4 +526,65 @@ mod tests {
         assert_eq!(read(&path).unwrap().len(), 2);
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    /// Lines of payments written apart (not the journal's own order) still gather by order
+    /// id, each payment's in the order read.
+    #[test]
+    fn lines_written_apart_gather_by_order_id() {
+        let dir = std::env::temp_dir().join(format!("fauxpay-journal-apart-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("journal.jsonl");
+        let attempt = |order: &str, n: u32| {
+            format!(
+                r#"{{"attempt":{{"elapsed_us":1,"key":"k","n":{n},"payment_id":null,"replayed":false,"result":"answer","start_us":{n},"status":200}},"behaviour":"retry-same-key","order_id":"{order}","type":"attempt"}}"#
+            )
+        };
+        let step = |order: &str, name: &str| {
+            format!(
+                r#"{{"order_id":"{order}","step":{{"name":"{name}","status":200,"start_us":0,"elapsed_us":1,"sends":1}},"type":"step"}}"#
+            )
+        };
+        let outcome = |order: &str| {
+            format!(
+                r#"{{"amount":1,"attempts":2,"behaviour":"retry-same-key","e2e_us":1,"order_id":"{order}","outcome":"ok","type":"outcome"}}"#
+            )
+        };
+        let lines = [
+            attempt("a", 1),
+            step("a", "cart"),
+            attempt("b", 1),
+            attempt("a", 2),
+            step("b", "cart"),
+            outcome("a"),
+            attempt("b", 2),
+            step("b", "read"),
+            outcome("b"),
+            outcome("c"),
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let payments = read(&path).unwrap();
+        let summary: Vec<(String, Vec<u32>, Vec<String>)> = payments
+            .iter()
+            .map(|p| {
+                (
+                    p.order_id.clone(),
+                    p.attempts.iter().map(|a| a.n).collect(),
+                    p.steps.iter().map(|s| s.name.clone()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("a".to_string(), vec![1, 2], vec!["cart".to_string()]),
+                (
+                    "b".to_string(),
+                    vec![1, 2],
+                    vec!["cart".to_string(), "read".to_string()]
+                ),
+                ("c".to_string(), vec![], vec![]),
+            ]
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
