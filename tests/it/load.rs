@@ -966,4 +966,14 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
         "{stderr}"
     );
     assert!(!out.join("report.json").exists());
+    // The journal is whole lines, a drain (20 ms) behind: what `fauxpay report reconcile`
+    // can judge later.
+    let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
+    assert!(journal.ends_with('\n'), "{journal}");
+    let outcomes = journal
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|v| v["type"] == "outcome")
+        .count();
+    assert!(outcomes > 0, "{journal}");
 }

@@ -3,8 +3,9 @@
 //!
 //! Load-test tasks hand finished payments to [`Journal::record`], which only queues them
 //! (no clone, no wake-up: the writer is never parked in a receive); a dedicated thread
-//! drains the queue a few times a second, serialises each payment into `journal.jsonl`
-//! through a buffered writer and drops it. [`Journal::finish`] flushes, reports any write
+//! drains the queue every 20 ms, serialises each payment into `journal.jsonl` through a
+//! buffered writer (flushed at each drain, a payment's lines whole, so a run that is
+//! killed leaves whole lines) and drops it. [`Journal::finish`] flushes, reports any write
 //! error and reads the payments back from the file for reconciliation ([`read`], as
 //! `fauxpay report reconcile` does).
 //!
@@ -41,19 +42,28 @@ impl Journal {
             .name("fauxpay-journal".into())
             .spawn(move || {
                 let mut out = BufWriter::with_capacity(1 << 16, file);
+                // A payment's lines, whole, before they go to the file.
+                let mut lines = Vec::with_capacity(1 << 10);
                 let mut result = Ok(());
                 loop {
+                    let mut wrote = false;
                     let open = loop {
                         match rx.try_recv() {
-                            Ok(p) => {
-                                if result.is_ok() {
-                                    result = write_payment(&mut out, &p);
-                                }
+                            Ok(p) if result.is_ok() => {
+                                lines.clear();
+                                result = write_payment(&mut lines, &p).and_then(|()| out.write_all(&lines));
+                                wrote = true;
                             }
+                            Ok(_) => {}
                             Err(mpsc::TryRecvError::Empty) => break true,
                             Err(mpsc::TryRecvError::Disconnected) => break false,
                         }
                     };
+                    // Whole payments reach the file at every drain: a run killed or quit
+                    // leaves a journal of whole lines, a drain behind.
+                    if wrote && result.is_ok() {
+                        result = out.flush();
+                    }
                     if !open {
                         break;
                     }
