@@ -719,7 +719,7 @@ if has_row reconcile; then
   done
   s=$(median "${VALUES[@]}")
   row "reconcile 1,000,000 logical payments (journal + streamed ledger)" "$(fmt "$s" 2) s" "—" "—" "≤ 3 s" "$(le "$s" 3)"
-  row "\`fauxpay load\`'s end: journal.jsonl of 1,000,000 payments read back before reconciling" "$(fmt "$(median "${READS[@]}")" 2) s" "—" "—" "reported" 1
+  row "\`fauxpay report reconcile\`: journal.jsonl of 1,000,000 payments read back" "$(fmt "$(median "${READS[@]}")" 2) s" "—" "—" "reported" 1
   RAW+=("reconcile: seconds ${VALUES[*]}; journal read back, seconds ${READS[*]}")
 fi
 

@@ -6,7 +6,7 @@
 //! ledger through `LedgerView::add_line` in stream-sized chunks (as `fetch_ledger` does
 //! with the HTTP body) plus `reconcile(...)`, and prints one JSON line with the seconds.
 //! Apart from those, it writes the payments to a journal (not timed) and times reading it
-//! back (`journal_read_secs`), which a run's end does before it reconciles.
+//! back (`journal_read_secs`), as `fauxpay report reconcile` does before it reconciles.
 //!
 //! Usage: `reconcile-bench [PAYMENTS] [CHUNK_BYTES]` (defaults 1000000, 16384).
 
@@ -129,10 +129,9 @@ fn main() {
 
     assert_eq!(r.outcomes.total(), n);
 
-    // ---- timed apart: what a run's end reads back before it reconciles ----
-    // `fauxpay load` keeps no payment in memory while it runs: the journal's thread writes
-    // each to journal.jsonl and the end reads the file back (`journal::read`), just
-    // written and so in the page cache, as it is here (`finish` has read it once already).
+    // ---- timed apart: what `fauxpay report reconcile` reads before it reconciles ----
+    // The journal as a run writes it (`Journal`), read back (`journal::read`) from the page
+    // cache, as just after a run.
     let dir = std::env::temp_dir().join(format!("fauxpay-reconcile-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     let path = dir.join("journal.jsonl");

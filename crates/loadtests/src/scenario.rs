@@ -191,7 +191,7 @@ impl RunState {
             self.tally(i, record.outcome == crate::client::Outcome::Ok, record.e2e_us);
         }
         self.counters.add(&record);
-        // The journal writes the payment (and drops it: the run's end reads the file back).
+        // The journal keeps the payment for reconciliation once written.
         self.setup.journal.record(record);
         (ended, true)
     }
