@@ -364,11 +364,17 @@ mod tests {
     use crate::client::{AttemptRecord, AttemptResult, Outcome};
     use crate::mix::Behaviour;
 
-    #[test]
-    fn writes_attempts_then_the_outcome() {
-        let dir = std::env::temp_dir().join(format!("fauxpay-journal-{}", std::process::id()));
+    /// A fresh folder for a test's journal, and the journal's path in it.
+    fn scratch(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("fauxpay-journal-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("journal.jsonl");
+        (dir, path)
+    }
+
+    #[test]
+    fn writes_attempts_then_the_outcome() {
+        let (dir, path) = scratch("lines");
         let j = Journal::create(&path).unwrap();
         j.record(PaymentRecord {
             order_id: "r-1".into(),
@@ -482,9 +488,7 @@ mod tests {
     /// run kept them.
     #[test]
     fn a_journal_reads_back_every_payment_as_recorded_and_in_order() {
-        let dir = std::env::temp_dir().join(format!("fauxpay-journal-back-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("journal.jsonl");
+        let (dir, path) = scratch("back");
         let j = Journal::create(&path).unwrap();
         let recorded: Vec<PaymentRecord> = (0..200).map(payment).collect();
         for p in &recorded {
@@ -505,9 +509,7 @@ mod tests {
 
     #[test]
     fn a_damaged_line_is_refused_naming_its_line_and_field() {
-        let dir = std::env::temp_dir().join(format!("fauxpay-journal-damaged-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("journal.jsonl");
+        let (dir, path) = scratch("damaged");
         let good = r#"{"amount":1,"attempts":0,"behaviour":"no-key","e2e_us":1,"order_id":"o","outcome":"ok","type":"outcome"}"#;
         for (line, why) in [
             ("not json", "expected ident"),
@@ -548,9 +550,7 @@ mod tests {
     /// id, each payment's in the order read.
     #[test]
     fn lines_written_apart_gather_by_order_id() {
-        let dir = std::env::temp_dir().join(format!("fauxpay-journal-apart-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("journal.jsonl");
+        let (dir, path) = scratch("apart");
         let attempt = |order: &str, n: u32| {
             format!(
                 r#"{{"attempt":{{"elapsed_us":1,"key":"k","n":{n},"payment_id":null,"replayed":false,"result":"answer","start_us":{n},"status":200}},"behaviour":"retry-same-key","order_id":"{order}","type":"attempt"}}"#
