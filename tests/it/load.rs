@@ -966,8 +966,8 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
         "{stderr}"
     );
     assert!(!out.join("report.json").exists());
-    // The journal is whole lines, a drain (20 ms) behind: what `fauxpay report reconcile`
-    // can judge later.
+    // The journal is whole JSON lines, a drain (20 ms) behind (`fauxpay report reconcile`
+    // needs the report.json a finished run writes; the lines are for a person or a tool).
     let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
     assert!(journal.ends_with('\n'), "{journal}");
     let outcomes = journal

@@ -106,13 +106,18 @@ fn press(phase: u8, pressed_before: bool, reports: Option<&Path>) -> Press {
     }
 }
 
+/// The handler (ctrlc runs it on a thread of its own, one press after another).
 fn pressed() {
-    let pressed_before = PRESSED.swap(true, Ordering::SeqCst);
     let dir = reports().clone();
-    match press(PHASE.load(Ordering::SeqCst), pressed_before, dir.as_deref()) {
-        Press::Ignore => PRESSED.store(false, Ordering::SeqCst),
+    match press(
+        PHASE.load(Ordering::SeqCst),
+        PRESSED.load(Ordering::SeqCst),
+        dir.as_deref(),
+    ) {
+        Press::Ignore => {}
         Press::Stop(line) => {
             eprintln!("{line}");
+            PRESSED.store(true, Ordering::SeqCst);
             goose::trigger_killswitch("SIGINT received");
         }
         Press::Quit(line) => {

@@ -207,7 +207,6 @@ pub fn read(path: &Path) -> Result<Vec<PaymentRecord>, LoadError> {
         match line.kind {
             Kind::Attempt => {
                 let attempt = line.attempt.ok_or_else(|| missing("attempt"))?;
-                let attempt = attempt.record().map_err(|why| bad(n, format!("attempt: {why}")))?;
                 attempts.entry(order).or_default().push(attempt);
             }
             Kind::Step => {
@@ -236,60 +235,13 @@ struct Line {
     #[serde(rename = "type")]
     kind: Kind,
     order_id: Option<String>,
-    attempt: Option<FlatAttempt>,
+    attempt: Option<AttemptRecord>,
     step: Option<crate::steps::StepRecord>,
     amount: Option<u64>,
     behaviour: Option<crate::mix::Behaviour>,
     outcome: Option<crate::client::Outcome>,
     e2e_us: Option<u64>,
     expect: Option<crate::client::Outcome>,
-}
-
-/// An attempt line's `attempt`: its result's fields beside the others, read in one pass
-/// (`AttemptRecord`'s own `flatten` buffers every field first, which made reading a
-/// journal back take about twice as long).
-#[derive(serde::Deserialize)]
-struct FlatAttempt {
-    n: u32,
-    key: Option<String>,
-    start_us: u64,
-    elapsed_us: u64,
-    result: ResultKind,
-    status: Option<u16>,
-    payment_id: Option<String>,
-    replayed: Option<bool>,
-    kind: Option<crate::client::FailureKind>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum ResultKind {
-    Answer,
-    Failed,
-}
-
-impl FlatAttempt {
-    fn record(self) -> Result<AttemptRecord, &'static str> {
-        let result = match self.result {
-            ResultKind::Answer => AttemptResult::Answer {
-                status: self.status.ok_or("an answer without its status")?,
-                payment_id: self.payment_id,
-                replayed: self.replayed.ok_or("an answer without replayed")?,
-                retry_after: None,
-                should_retry: None,
-            },
-            ResultKind::Failed => AttemptResult::Failed {
-                kind: self.kind.ok_or("a failure without its kind")?,
-            },
-        };
-        Ok(AttemptRecord {
-            n: self.n,
-            key: self.key,
-            start_us: self.start_us,
-            elapsed_us: self.elapsed_us,
-            result,
-        })
-    }
 }
 
 #[derive(serde::Deserialize)]

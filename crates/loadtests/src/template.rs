@@ -556,21 +556,8 @@ pub(crate) fn toml_error(file: &str, text: &str, e: toml::de::Error) -> ConfigEr
 /// A template's or a step's method: one that goose sends and counts (any other went out
 /// as a POST through goose's request builder, unsaid).
 fn sendable_method(file: &str, field: &str, text: &str) -> Result<reqwest::Method, ConfigError> {
-    use reqwest::Method;
-    match Method::from_bytes(text.to_ascii_uppercase().as_bytes()) {
-        Ok(m)
-            if [
-                Method::GET,
-                Method::POST,
-                Method::PUT,
-                Method::PATCH,
-                Method::DELETE,
-                Method::HEAD,
-            ]
-            .contains(&m) =>
-        {
-            Ok(m)
-        }
+    match reqwest::Method::from_bytes(text.to_ascii_uppercase().as_bytes()) {
+        Ok(m) if goose::goose::goose_method_from_method(m.clone()).is_ok() => Ok(m),
         _ => Err(ConfigError::new(
             file,
             field,
