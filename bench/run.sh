@@ -193,6 +193,33 @@ cpu_ticks() {
   sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
 }
 
+# user_sys_ticks PID: the process's user and kernel CPU so far, in clock ticks.
+user_sys_ticks() {
+  sed 's/.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
+}
+TICK_US=$(calc "1000000 / $(getconf CLK_TCK)")
+
+# note_cpu KIND SCRIPT BEFORE AFTER REQUESTS: appends to $WORK/cpu.log the server's CPU
+# per request (user and kernel µs) over one run, from two user_sys_ticks readings.
+note_cpu() {
+  local u0 s0 u1 s1
+  read -r u0 s0 <<<"$3"
+  read -r u1 s1 <<<"$4"
+  if [ -n "$5" ] && [ "$5" != 0 ]; then
+    echo "$1 $2 $(calc "($u1 - $u0) * $TICK_US / $5") $(calc "($s1 - $s0) * $TICK_US / $5")" >>"$WORK/cpu.log"
+  fi
+}
+
+# cpu_per_request KIND SCRIPT: "U+K=T µs" of the medians noted for KIND on SCRIPT (user,
+# kernel, their sum), and clears them (a later row measures afresh).
+cpu_per_request() {
+  local u k
+  u=$(median $(awk -v k="$1" -v s="$2" '$1 == k && $2 == s {print $3}' "$WORK/cpu.log"))
+  k=$(median $(awk -v k="$1" -v s="$2" '$1 == k && $2 == s {print $4}' "$WORK/cpu.log"))
+  awk -v k="$1" -v s="$2" '!($1 == k && $2 == s)' "$WORK/cpu.log" >"$WORK/cpu.keep" && mv "$WORK/cpu.keep" "$WORK/cpu.log"
+  echo "$(fmt "$u" 1)+$(fmt "$k" 1)=$(fmt "$(calc "$u + $k")" 1) µs"
+}
+
 # wrk_once SCRIPT URL CONNECTIONS: one pinned wrk run; prints its summary JSON.
 wrk_once() {
   local out
@@ -209,8 +236,10 @@ wrk_once() {
 # measure KIND SCRIPT CONNECTIONS FIELD: fresh server, one wrk run, the field's value.
 measure() {
   start_server "$1"
-  local line
+  local line before
+  before=$(user_sys_ticks "$SERVER_PID")
   line=$(wrk_once "$2" "$SERVER_URL" "$3")
+  note_cpu "$1" "$2" "$before" "$(user_sys_ticks "$SERVER_PID")" "$(json "$line" requests)"
   stop_server
   json "$line" "$4"
 }
@@ -314,9 +343,12 @@ ceiling() {
   bytes=$(wc -c <"$WORK/answer.json" | tr -d ' ')
   echo "== ceiling: hello answering the provider's answer ($bytes bytes, its headers) vs hello-world ($1)" >&2
   abba "measure hello-answer $1 $CONNS rps" "measure hello $1 $CONNS rps" "hello with the answer req/s" "hello req/s"
+  CEILING_CPU=$(cpu_per_request hello-answer "$1")
+  local plain_cpu
+  plain_cpu=$(cpu_per_request hello "$1")
   r=$(median "${RATIOS[@]}")
   row "ceiling of the $2 row: hello-world sending the provider's $bytes-byte answer and headers, no work" "$(fmt "$(median "${A_VALUES[@]}")") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
-  RAW+=("ceiling ($2): hello with the provider's answer req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  RAW+=("ceiling ($2): hello with the provider's answer req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}; server CPU a request (user+kernel, medians): hello with the answer $CEILING_CPU, hello $plain_cpu")
 }
 
 # ---------------------------------------------------------------- rows
@@ -324,6 +356,7 @@ PEAK=
 if has_row new || has_row p99; then
   echo "== provider: new payment intents vs hello-world (wrk new.lua, $CONNS connections, ${SECS}s x $RUNS pairs)" >&2
   ab new.lua "$CONNS" rps
+  NEW_CPU="server CPU a request (user+kernel, medians): provider $(cpu_per_request provider new.lua), hello $(cpu_per_request hello new.lua)"
   PEAK=$(median "${A_VALUES[@]}")
   r=$(median "${RATIOS[@]}")
   # Against hello-world: reported (users compare with it); the target is against the
@@ -331,7 +364,7 @@ if has_row new || has_row p99; then
   if has_row new; then
     row "provider: new payment intent, confirm, key, ledger (happy)" "$(fmt "$PEAK") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
   fi
-  RAW+=("new: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  RAW+=("new: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}; $NEW_CPU")
   if has_row new; then
     ceiling new.lua "new payment"
     c=$(median "${A_VALUES[@]}")
@@ -342,10 +375,11 @@ fi
 if has_row replay; then
   echo "== provider: idempotent replay vs hello-world (wrk replay.lua)" >&2
   ab replay.lua "$CONNS" rps
+  REPLAY_CPU="server CPU a request (user+kernel, medians): provider $(cpu_per_request provider replay.lua), hello $(cpu_per_request hello replay.lua)"
   r=$(median "${RATIOS[@]}")
   REPLAY=$(median "${A_VALUES[@]}")
   row "provider: idempotent replay" "$(fmt "$REPLAY") req/s" "$(fmt "$(median "${B_VALUES[@]}")") req/s" "$(fmt "$r" 2)" "reported" 1
-  RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}; $REPLAY_CPU")
   ceiling replay.lua replay
   c=$(median "${A_VALUES[@]}")
   row "provider: idempotent replay ÷ its ceiling row" "$(fmt "$REPLAY") req/s" "$(fmt "$c") req/s" "$(fmt "$(calc "$REPLAY / $c")" 2)" "≥ 0.90" "$(ge "$(calc "$REPLAY / $c")" 0.90)"
@@ -356,11 +390,19 @@ if has_row p99; then
   # (p99_us: from each request's intended start; rps: what it achieved).
   paced_run() {
     start_server "$1"
-    local out line
+    local out line before after
+    before=$(user_sys_ticks "$SERVER_PID")
     out=$(timeout $((SECS * 4 + 60)) taskset -c "$CLIENT_CPU" "$BIN/paced" "$SERVER_URL" --rate "$2" \
       --connections "$RATE_CONNS" --seconds "$SECS" --seed "$3" --run "paced-$RANDOM-$3")
+    after=$(user_sys_ticks "$SERVER_PID")
     stop_server
     line=$(grep '^BENCH ' <<<"$out" | sed 's/^BENCH //')
+    # The server's CPU a request at this rate, and how busy its core was (CPU ÷ wall).
+    note_cpu "$1" "paced-$4" "$before" "$after" "$(json "$line" requests)"
+    local u0 s0 u1 s1
+    read -r u0 s0 <<<"$before"
+    read -r u1 s1 <<<"$after"
+    echo "$1 $(calc "($u1 + $s1 - $u0 - $s0) * $TICK_US / $(json "$line" duration_us)")" >>"$WORK/busy-$4.log"
     if [ "$(json "$line" status_errors)" != 0 ] || [ "$(json "$line" socket_errors)" != 0 ]; then
       echo "bench: paced against $1 saw errors: $line" | tee -a "$WORK/errors" >&2
     fi
@@ -382,9 +424,11 @@ if has_row p99; then
     paced_run "$1" "$RATE" "$2" p99_us
   }
   abba "paced_once provider" "paced_once hello" "provider (µs)" "hello (µs)"
+  busy() { fmt "$(calc "100 * $(median $(awk -v k="$1" '$1 == k {print $2}' "$WORK/busy-p99_us.log"))")"; }
+  P99_CPU="server CPU a request (user+kernel, medians): provider $(cpu_per_request provider paced-p99_us), hello $(cpu_per_request hello paced-p99_us); its core busy: provider $(busy provider)%, hello $(busy hello)%"
   r=$(median "${RATIOS[@]}")
   row "provider: p99 at 50% of its peak rate ($RATE of $(fmt "$PACED_PEAK") req/s, finely paced)" "$(fmt "$(calc "$(median "${A_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$(calc "$(median "${B_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$r" 2)" "≤ 2.00" "$(le "$r" 2)"
-  RAW+=("p99 at $RATE req/s (paced; its peak against the provider, asked $(fmt "$(calc "$PEAK * 2")") req/s: ${PEAKS[*]} req/s; same seed for both in a pair): provider µs ${A_VALUES[*]}; hello µs ${B_VALUES[*]}; ratios ${RATIOS[*]}")
+  RAW+=("p99 at $RATE req/s (paced; its peak against the provider, asked $(fmt "$(calc "$PEAK * 2")") req/s: ${PEAKS[*]} req/s; same seed for both in a pair): provider µs ${A_VALUES[*]}; hello µs ${B_VALUES[*]}; ratios ${RATIOS[*]}; $P99_CPU")
 fi
 
 if has_row memory; then
