@@ -7,7 +7,10 @@
 //! (a payment intent the provider sent) with the headers the provider adds to a 200
 //! (`Request-Id`, the `Idempotency-Key` echoed), and does nothing else, so the benchmark
 //! can tell what the HTTP stack and the larger answer cost from what the provider's own
-//! work costs.
+//! work costs. It then serves on the provider's own HTTP edge
+//! (`fauxpay_provider::serve_connections`: its connection limits, its I/O, its answers
+//! written in rounds), so that the ceiling is the provider with no work of its own, and
+//! a change to the edge moves the provider and its ceiling alike.
 //!
 //! Usage: `hello 127.0.0.1:PORT [ANSWER_FILE]`
 
@@ -70,10 +73,19 @@ async fn main() {
     }
     let listener = tokio::net::TcpListener::bind(&addr).await.expect("bind");
     println!("hello listening on http://{}", listener.local_addr().expect("addr"));
+    let app = Router::new().fallback(answer);
+    if ANSWER.get().is_some() {
+        // The provider's edge sets TCP_NODELAY on each connection itself.
+        let stats = fauxpay_provider::ConnectionStats::new(Default::default(), Default::default());
+        let limits = fauxpay_provider::Limits::default();
+        fauxpay_provider::serve_connections(listener, app, std::future::pending::<()>(), limits, stats)
+            .await
+            .expect("serve");
+        return;
+    }
     // Like the provider: no Nagle delay on small answers.
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let app = Router::new().fallback(answer);
     axum::serve(listener, app).await.expect("serve");
 }

@@ -18,6 +18,7 @@ pub mod headers;
 pub mod lifecycle;
 pub mod observe;
 pub mod response;
+pub mod rounds;
 pub mod routes;
 pub mod server;
 pub mod stripe_js;

@@ -17,7 +17,8 @@
 //! a connection gets a Stripe-shaped 503 and is closed, counted in
 //! `fauxpay_connections_refused_total`. The answers hyper makes itself for a request it
 //! cannot parse (400, 414, 431) have an empty body; [`EdgeIo`], the connection's I/O,
-//! rewrites them into Stripe's JSON error object on their way out.
+//! rewrites them into Stripe's JSON error object on their way out. It also holds each
+//! answer's first write until its round ([`super::rounds`]).
 //!
 //! On shutdown, listening stops, idle and held connections close, and in-flight requests
 //! may finish until the shutdown deadline; then every connection still open (a partial
@@ -44,6 +45,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
 use tower_service::Service;
 
+use super::rounds::Turn;
 pub use crate::config::Limits;
 use crate::pipeline::{Abort, Hold};
 
@@ -425,6 +427,8 @@ pin_project_lite::pin_project! {
         inner: TokioIo<TcpStream>,
         // A replacement answer still to be written, from this offset.
         pending: Option<(Bytes, usize)>,
+        // When this connection's next answer may be written (answers leave in rounds).
+        turn: Turn,
     }
 }
 
@@ -433,6 +437,7 @@ impl EdgeIo {
         Self {
             inner: TokioIo::new(stream),
             pending: None,
+            turn: Turn::default(),
         }
     }
 
@@ -477,6 +482,7 @@ impl hyper::rt::Read for EdgeIo {
 
 impl hyper::rt::Write for EdgeIo {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        ready!(self.as_mut().project().turn.poll_write_turn(cx));
         ready!(self.as_mut().poll_pending(cx))?;
         if let Some(n) = self.as_mut().replace(buf) {
             let _ = self.as_mut().poll_pending(cx)?;
@@ -490,6 +496,7 @@ impl hyper::rt::Write for EdgeIo {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        ready!(self.as_mut().project().turn.poll_write_turn(cx));
         ready!(self.as_mut().poll_pending(cx))?;
         if let [only] = bufs {
             if let Some(n) = self.as_mut().replace(only) {
@@ -506,7 +513,10 @@ impl hyper::rt::Write for EdgeIo {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         ready!(self.as_mut().poll_pending(cx))?;
-        self.project().inner.poll_flush(cx)
+        let this = self.project();
+        let flushed = ready!(this.inner.poll_flush(cx));
+        this.turn.flushed();
+        Poll::Ready(flushed)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
