@@ -5,8 +5,8 @@
 //! Why: on a host where the client sleeps while it waits (a closed-loop load test whose
 //! client is faster than the provider), each answer written alone wakes the client
 //! through the scheduler of another core. On the 2-core VM of `bench/notes.md` that wake
-//! was most of the kernel's time on a new payment, and `wrk` slept 0.57 times an answer
-//! against the provider (0.017 against a hello-world fast enough to keep it busy).
+//! was about a third of the kernel's time on a new payment, and `wrk` slept 0.57-0.63 times
+//! an answer against the provider (0.017 against a hello-world fast enough to keep it busy).
 //! Written back to back, a round's answers wake it once: the later writes find it
 //! awake.
 //!
@@ -14,8 +14,9 @@
 //! releaser, a task that yields once (tokio runs a yielded task only after the worker
 //! has polled its I/O driver or is about to sleep: after every task that was ready) and
 //! then releases the round, waking its connections. A round releases itself sooner when
-//! it holds [`MAX_ROUND`] connections, so an answer waits for at most that many others.
-//! At low load a round is one connection, and its answer waits for one task's poll.
+//! it holds [`MAX_ROUND`] connections, so an answer waits behind at most `MAX_ROUND - 1`
+//! other requests. At low load a round is one connection, and its answer waits for one
+//! task's poll.
 //!
 //! Only the start of an answer waits: a connection keeps its turn until its writes are
 //! flushed, so an answer's head and body, or a partial write's rest, are never split by a
@@ -29,7 +30,12 @@ use std::task::{Context, Poll, Waker};
 use parking_lot::Mutex;
 
 /// The most connections a round holds; the one that fills it releases it at once.
-pub const MAX_ROUND: usize = 32;
+/// Against `wrk` (64 connections) a cap of 32 gave the most answers a second, but a
+/// round that takes in every client of a smaller closed loop (`fauxpay load`'s 32 users)
+/// turns it into lock-step: the provider runs the round while the client waits, then the
+/// client runs while the provider waits. 16 keeps two rounds in flight there (measured
+/// with bare goose, alternated: 16 ahead of 32 in two rounds of three; `bench/notes.md`).
+pub const MAX_ROUND: usize = 16;
 
 /// Connections waiting to write, released together.
 #[derive(Default)]
