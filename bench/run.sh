@@ -197,7 +197,7 @@ cpu_ticks() {
 user_sys_ticks() {
   sed 's/.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
 }
-TICK_US=$(calc "1000000 / $(getconf CLK_TCK)")
+TICK_US=$(calc "1000000 / $CLK_TCK")
 
 # note_cpu KIND SCRIPT BEFORE AFTER REQUESTS: appends to $WORK/cpu.log the server's CPU
 # per request (user and kernel µs) over one run, from two user_sys_ticks readings.
@@ -214,6 +214,10 @@ note_cpu() {
 # kernel, their sum), and clears them (a later row measures afresh).
 cpu_per_request() {
   local u k
+  if ! awk -v k="$1" -v s="$2" '$1 == k && $2 == s {found = 1} END {exit !found}' "$WORK/cpu.log" 2>/dev/null; then
+    echo "n/a"
+    return
+  fi
   u=$(median $(awk -v k="$1" -v s="$2" '$1 == k && $2 == s {print $3}' "$WORK/cpu.log"))
   k=$(median $(awk -v k="$1" -v s="$2" '$1 == k && $2 == s {print $4}' "$WORK/cpu.log"))
   awk -v k="$1" -v s="$2" '!($1 == k && $2 == s)' "$WORK/cpu.log" >"$WORK/cpu.keep" && mv "$WORK/cpu.keep" "$WORK/cpu.log"

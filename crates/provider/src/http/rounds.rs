@@ -11,16 +11,19 @@
 //! awake.
 //!
 //! How: the first connection to write on a worker opens a [`Round`] and spawns its
-//! releaser, a task that yields once (tokio runs a yielded task only after the worker
-//! has polled its I/O driver or is about to sleep: after every task that was ready) and
-//! then releases the round, waking its connections. A round releases itself sooner when
-//! it holds [`MAX_ROUND`] connections, so an answer waits behind at most `MAX_ROUND - 1`
-//! other requests. At low load a round is one connection, and its answer waits for one
-//! task's poll.
+//! releaser, a task that yields once and then releases the round, waking its
+//! connections, which the worker then polls one after another. tokio runs a yielded task
+//! again when the worker next polls its I/O driver: when it has run out of ready tasks,
+//! or at its periodic check (every 61 task polls), whichever comes first. So a round
+//! collects the requests the worker runs until then, and no more than [`MAX_ROUND`]
+//! connections: the one that fills it releases it at once. At low load a round is one
+//! connection, and its answer waits for one driver poll with nothing to wait for.
 //!
-//! Only the start of an answer waits: a connection keeps its turn until its writes are
-//! flushed, so an answer's head and body, or a partial write's rest, are never split by a
-//! round. Nothing here copies a byte; hyper keeps the answer until its turn comes.
+//! A connection keeps its turn until its writes are flushed, so an answer written whole
+//! (its head and body, or a partial write's rest) is never split by a round; a streamed
+//! answer (a `slow_body` dribble, the ledger's export) flushes between pieces, and each
+//! piece after a flush waits for a round of its own. Nothing here copies a byte; hyper
+//! keeps the answer until its turn comes.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +37,8 @@ use parking_lot::Mutex;
 /// round that takes in every client of a smaller closed loop (`fauxpay load`'s 32 users)
 /// turns it into lock-step: the provider runs the round while the client waits, then the
 /// client runs while the provider waits. 16 keeps two rounds in flight there (measured
-/// with bare goose, alternated: 16 ahead of 32 in two rounds of three; `bench/notes.md`).
+/// with bare goose, alternated: 16 ahead of 32 in each of three rounds, by 2-16%;
+/// `bench/notes.md`).
 pub const MAX_ROUND: usize = 16;
 
 /// Connections waiting to write, released together.
@@ -87,6 +91,15 @@ impl Round {
     }
 }
 
+/// Releases its round when dropped.
+struct ReleaseOnDrop(Arc<Round>);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
 thread_local! {
     /// The round this worker thread is filling.
     static CURRENT: RefCell<Option<Arc<Round>>> = const { RefCell::new(None) };
@@ -101,10 +114,12 @@ fn current_round() -> Arc<Round> {
             return round.clone();
         }
         let round = Arc::new(Round::default());
-        let releaser = round.clone();
+        // Released when the releaser ends, or is dropped unrun (its runtime shut down):
+        // a round never outlives its releaser unreleased.
+        let releaser = ReleaseOnDrop(round.clone());
         tokio::spawn(async move {
             tokio::task::yield_now().await;
-            releaser.release();
+            drop(releaser);
         });
         *current = Some(round.clone());
         round
@@ -198,31 +213,69 @@ mod tests {
         assert_eq!(round.join(&wakers[0]), None, "a released round takes no one");
     }
 
+    /// Polls `turn` once; the round it waits in, if it waits.
+    async fn ask(turn: &mut Turn) -> Option<usize> {
+        let asked = poll_fn(|cx| Poll::Ready(turn.poll_write_turn(cx))).await;
+        match turn {
+            Turn::Waiting(round, _) if asked.is_pending() => Some(Arc::as_ptr(round) as usize),
+            _ => None,
+        }
+    }
+
     #[tokio::test(flavor = "current_thread")]
-    async fn connections_ready_together_write_after_every_one_of_them_asked() {
-        // Three connections ask for a turn in one poll each: none may write until all
-        // three have asked and the worker has run out of ready work.
+    async fn connections_ready_together_share_one_round_and_write_after_all_have_asked() {
+        // Connection 0 opens the round (its releaser is queued first); connections 1 and 2
+        // become ready after it, so they run after the releaser's first poll. Its yield
+        // puts it behind them: all three wait in one round, and none writes before all
+        // three have asked.
         let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for n in 0..3 {
+        let connection = |n: usize, order: Arc<Mutex<Vec<String>>>| async move {
+            let mut turn = Turn::default();
+            order.lock().push(format!("ask {n}"));
+            let round = ask(&mut turn).await;
+            poll_fn(|cx| turn.poll_write_turn(cx)).await;
+            order.lock().push(format!("write {n}"));
+            turn.flushed();
+            assert!(matches!(turn, Turn::Idle));
+            round
+        };
+        let first = {
             let order = order.clone();
-            tasks.push(tokio::spawn(async move {
+            tokio::spawn(async move {
                 let mut turn = Turn::default();
-                order.lock().push(format!("ask {n}"));
+                order.lock().push("ask 0".to_string());
+                let round = ask(&mut turn).await;
+                let others: Vec<_> = (1..3).map(|n| tokio::spawn(connection(n, order.clone()))).collect();
                 poll_fn(|cx| turn.poll_write_turn(cx)).await;
-                order.lock().push(format!("write {n}"));
-                turn.flushed();
-                assert!(matches!(turn, Turn::Idle));
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
+                order.lock().push("write 0".to_string());
+                let mut rounds = vec![round];
+                for o in others {
+                    rounds.push(o.await.unwrap());
+                }
+                rounds
+            })
+        };
+        let rounds = first.await.unwrap();
+        assert!(rounds[0].is_some(), "the first answer of a round waits");
+        assert_eq!(rounds, vec![rounds[0]; 3], "one round for the three");
         let order = order.lock().clone();
         assert_eq!(&order[..3], ["ask 0", "ask 1", "ask 2"], "{order:?}");
         let mut writes = order[3..].to_vec();
         writes.sort();
         assert_eq!(writes, ["write 0", "write 1", "write 2"], "{order:?}");
+    }
+
+    #[test]
+    fn a_round_whose_releaser_never_runs_is_released_when_its_runtime_goes() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        // Opened inside the runtime; the runtime goes before its releaser is ever polled.
+        let round = runtime.block_on(async { current_round() });
+        drop(runtime);
+        assert!(round.released());
+        // The next round on this thread is a fresh one.
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let next = runtime.block_on(async { current_round() });
+        assert!(!Arc::ptr_eq(&round, &next));
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -529,6 +529,29 @@ impl hyper::rt::Write for EdgeIo {
 mod tests {
     use super::*;
 
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_answer_waits_for_its_round_and_a_flush_ends_the_turn() {
+        use hyper::rt::Write;
+        use std::future::poll_fn;
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let mut io = EdgeIo::new(listener.accept().await.unwrap().0);
+        for answer in [&b"first "[..], b"second"] {
+            // The first write of an answer waits in a round; once released it goes.
+            let first = poll_fn(|cx| Poll::Ready(Pin::new(&mut io).poll_write(cx, answer))).await;
+            assert!(first.is_pending(), "an answer waits for its round");
+            let n = poll_fn(|cx| Pin::new(&mut io).poll_write(cx, answer)).await.unwrap();
+            assert_eq!(n, answer.len());
+            assert!(matches!(io.turn, Turn::Writing));
+            poll_fn(|cx| Pin::new(&mut io).poll_flush(cx)).await.unwrap();
+            assert!(matches!(io.turn, Turn::Idle), "a flush ends the turn");
+        }
+        let mut got = [0u8; 12];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"first second");
+    }
+
     #[test]
     fn only_hypers_own_bodiless_errors_are_replaced() {
         let own = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
