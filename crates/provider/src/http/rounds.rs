@@ -35,10 +35,10 @@ use parking_lot::Mutex;
 /// The most connections a round holds; the one that fills it releases it at once.
 /// Against `wrk` (64 connections) a cap of 32 gave the most answers a second, but a
 /// round that takes in every client of a smaller closed loop (`fauxpay load`'s 32 users)
-/// turns it into lock-step: the provider runs the round while the client waits, then the
-/// client runs while the provider waits. 16 keeps two rounds in flight there (measured
-/// with bare goose, alternated: 16 ahead of 32 in each of three rounds, by 2-16%;
-/// `bench/notes.md`).
+/// can turn it into lock-step: the provider runs the round while the client waits, then
+/// the client runs while the provider waits. 16 leaves room for two rounds in flight
+/// there; measured with bare goose, alternated, 16 was ahead of 32 in each of three
+/// rounds, by 2-16% (`bench/notes.md`).
 pub const MAX_ROUND: usize = 16;
 
 /// Connections waiting to write, released together.
