@@ -189,24 +189,29 @@ rss_kb() {
   awk '/^VmRSS:/ {print $2}' "/proc/$1/status"
 }
 
-cpu_ticks() {
-  sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
-}
-
 # user_sys_ticks PID: the process's user and kernel CPU so far, in clock ticks.
 user_sys_ticks() {
   sed 's/.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
 }
+
+# cpu_ticks PID: the process's CPU so far (user + kernel), in clock ticks.
+cpu_ticks() {
+  user_sys_ticks "$1" | awk '{print $1 + $2}'
+}
 TICK_US=$(calc "1000000 / $CLK_TCK")
 
-# note_cpu KIND SCRIPT BEFORE AFTER REQUESTS: appends to $WORK/cpu.log the server's CPU
-# per request (user and kernel µs) over one run, from two user_sys_ticks readings.
+# note_cpu KIND SCRIPT BEFORE AFTER REQUESTS [DURATION_US]: appends to $WORK/cpu.log the
+# server's CPU per request (user and kernel µs) over one run, from two user_sys_ticks
+# readings; with DURATION_US, also how busy its core was (CPU ÷ wall) to $WORK/busy.log.
 note_cpu() {
   local u0 s0 u1 s1
   read -r u0 s0 <<<"$3"
   read -r u1 s1 <<<"$4"
   if [ -n "$5" ] && [ "$5" != 0 ]; then
     echo "$1 $2 $(calc "($u1 - $u0) * $TICK_US / $5") $(calc "($s1 - $s0) * $TICK_US / $5")" >>"$WORK/cpu.log"
+  fi
+  if [ -n "${6:-}" ] && [ "$6" != 0 ]; then
+    echo "$1 $2 $(calc "($u1 + $s1 - $u0 - $s0) * $TICK_US / $6")" >>"$WORK/busy.log"
   fi
 }
 
@@ -402,11 +407,7 @@ if has_row p99; then
     stop_server
     line=$(grep '^BENCH ' <<<"$out" | sed 's/^BENCH //')
     # The server's CPU a request at this rate, and how busy its core was (CPU ÷ wall).
-    note_cpu "$1" "paced-$4" "$before" "$after" "$(json "$line" requests)"
-    local u0 s0 u1 s1
-    read -r u0 s0 <<<"$before"
-    read -r u1 s1 <<<"$after"
-    echo "$1 $(calc "($u1 + $s1 - $u0 - $s0) * $TICK_US / $(json "$line" duration_us)")" >>"$WORK/busy-$4.log"
+    note_cpu "$1" "paced-$4" "$before" "$after" "$(json "$line" requests)" "$(json "$line" duration_us)"
     if [ "$(json "$line" status_errors)" != 0 ] || [ "$(json "$line" socket_errors)" != 0 ]; then
       echo "bench: paced against $1 saw errors: $line" | tee -a "$WORK/errors" >&2
     fi
@@ -428,7 +429,7 @@ if has_row p99; then
     paced_run "$1" "$RATE" "$2" p99_us
   }
   abba "paced_once provider" "paced_once hello" "provider (µs)" "hello (µs)"
-  busy() { fmt "$(calc "100 * $(median $(awk -v k="$1" '$1 == k {print $2}' "$WORK/busy-p99_us.log"))")"; }
+  busy() { fmt "$(calc "100 * $(median $(awk -v k="$1" '$1 == k && $2 == "paced-p99_us" {print $3}' "$WORK/busy.log"))")"; }
   P99_CPU="server CPU a request (user+kernel, medians): provider $(cpu_per_request provider paced-p99_us), hello $(cpu_per_request hello paced-p99_us); its core busy: provider $(busy provider)%, hello $(busy hello)%"
   r=$(median "${RATIOS[@]}")
   row "provider: p99 at 50% of its peak rate ($RATE of $(fmt "$PACED_PEAK") req/s, finely paced)" "$(fmt "$(calc "$(median "${A_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$(calc "$(median "${B_VALUES[@]}") / 1000")" 2) ms" "$(fmt "$r" 2)" "≤ 2.00" "$(le "$r" 2)"

@@ -462,6 +462,13 @@ impl EdgeIo {
         Poll::Ready(Ok(()))
     }
 
+    /// Ready when a write may go: the connection's turn has come (answers leave in
+    /// rounds) and what remains of a replacement answer is written.
+    fn poll_before_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        ready!(self.as_mut().project().turn.poll_write_turn(cx));
+        self.poll_pending(cx)
+    }
+
     /// Replaces `buf` (all of it reported written) when it is one of hyper's own answers.
     fn replace(self: Pin<&mut Self>, buf: &[u8]) -> Option<usize> {
         let answer = edge_answer(hyper_own_error(buf)?)?;
@@ -482,8 +489,7 @@ impl hyper::rt::Read for EdgeIo {
 
 impl hyper::rt::Write for EdgeIo {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        ready!(self.as_mut().project().turn.poll_write_turn(cx));
-        ready!(self.as_mut().poll_pending(cx))?;
+        ready!(self.as_mut().poll_before_write(cx))?;
         if let Some(n) = self.as_mut().replace(buf) {
             let _ = self.as_mut().poll_pending(cx)?;
             return Poll::Ready(Ok(n));
@@ -496,8 +502,7 @@ impl hyper::rt::Write for EdgeIo {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        ready!(self.as_mut().project().turn.poll_write_turn(cx));
-        ready!(self.as_mut().poll_pending(cx))?;
+        ready!(self.as_mut().poll_before_write(cx))?;
         if let [only] = bufs {
             if let Some(n) = self.as_mut().replace(only) {
                 let _ = self.as_mut().poll_pending(cx)?;
