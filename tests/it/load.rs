@@ -891,10 +891,10 @@ fn the_templates_in_the_docs_parse() {
     }
 }
 
-/// `fauxpay load` at a rate for long enough to be interrupted, sent SIGINT `presses`
-/// times once its users have started (its journal holds an attempt); its output, and its
-/// reports folder.
-async fn interrupted(url: &str, name: &str, presses: usize) -> (std::process::Output, PathBuf) {
+/// `fauxpay load` at a rate for long enough to be interrupted, sent `signals` (`"INT"`,
+/// `"TERM"`) one after another once its users have started (its journal holds an
+/// attempt); its output, and its reports folder.
+async fn interrupted(url: &str, name: &str, signals: &'static [&'static str]) -> (std::process::Output, PathBuf) {
     let (url, out) = (url.to_string(), out_dir(name));
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
@@ -914,18 +914,19 @@ async fn interrupted(url: &str, name: &str, presses: usize) -> (std::process::Ou
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        // Each press once the last one's line is out: two signals sent before the first is
+        // Each signal once the last one's line is out: two signals sent before the first is
         // taken would be one.
         let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut said = String::new();
-        for _ in 0..presses {
+        for signal in signals {
             let status = Command::new("kill")
-                .args(["-INT", &child.id().to_string()])
+                .args([&format!("-{signal}"), &child.id().to_string()])
                 .status()
                 .unwrap();
             assert!(status.success());
+            let named = if *signal == "INT" { "Ctrl-C" } else { "SIGTERM" };
             let mut line = String::new();
-            while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 && !line.contains("Ctrl-C") {
+            while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 && !line.contains(named) {
                 said.push_str(&line);
                 line.clear();
             }
@@ -946,7 +947,7 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
     let url = h.provider.url();
 
     // Once: the users stop, the ledger is reconciled, every report is written.
-    let (stopped, out) = interrupted(&url, "ctrl-c-once", 1).await;
+    let (stopped, out) = interrupted(&url, "ctrl-c-once", &["INT"]).await;
     let stderr = String::from_utf8_lossy(&stopped.stderr);
     assert_eq!(stopped.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("Ctrl-C: stopping"), "{stderr}");
@@ -955,7 +956,7 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
     assert!(String::from_utf8_lossy(&stopped.stdout).contains("every gate held"));
 
     // Twice: it quits at once with 130 and says the reports are incomplete.
-    let (quit, out) = interrupted(&url, "ctrl-c-twice", 2).await;
+    let (quit, out) = interrupted(&url, "ctrl-c-twice", &["INT", "INT"]).await;
     let stderr = String::from_utf8_lossy(&quit.stderr);
     assert_eq!(quit.status.code(), Some(130), "{stderr}");
     assert!(
@@ -976,4 +977,35 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
         .filter(|v| v["type"] == "outcome")
         .count();
     assert!(outcomes > 0, "{journal}");
+}
+
+/// SIGTERM, as `docker stop`, Kubernetes and CI time-outs send it, stops a run as Ctrl-C
+/// does (the reports written, the gates' exit code), and a second signal quits with
+/// 128 + SIGTERM saying the reports are incomplete. Before, the process died at once with
+/// no report.
+#[tokio::test]
+async fn sigterm_stops_the_run_and_reconciles_as_ctrl_c_does() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+
+    let (stopped, out) = interrupted(&url, "sigterm-once", &["TERM"]).await;
+    let stderr = String::from_utf8_lossy(&stopped.stderr);
+    assert_eq!(stopped.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert!(report["payments"].as_u64().unwrap() > 0, "{report}");
+    assert!(out.join("report.html").exists() && out.join("report.md").exists());
+    assert!(String::from_utf8_lossy(&stopped.stdout).contains("every gate held"));
+
+    let (quit, out) = interrupted(&url, "sigterm-twice", &["TERM", "TERM"]).await;
+    let stderr = String::from_utf8_lossy(&quit.stderr);
+    assert_eq!(quit.status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "SIGTERM again: quitting now; the reports in {} are incomplete",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!out.join("report.json").exists());
 }

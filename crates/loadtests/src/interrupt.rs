@@ -1,17 +1,21 @@
-//! Ctrl-C during `fauxpay load`: the first press while the users run stops the run as
-//! goose does (its killswitch: the users finish the checkouts they are in, then the
-//! ledger is reconciled and the reports are written) and says so; a second press, or one
-//! after the users have stopped, quits at once and says what is left incomplete.
+//! Ctrl-C or SIGTERM during `fauxpay load`: the first signal while the users run stops
+//! the run as goose does (its killswitch: the users finish the checkouts they are in, then
+//! the ledger is reconciled and the reports are written) and says so; a second signal, or
+//! one after the users have stopped, quits at once and says what is left incomplete (exit
+//! 130 after SIGINT, 143 after SIGTERM, as a shell reports a process either ended).
+//! SIGTERM is what `docker stop`, Kubernetes (a Job's deadline, a pod evicted) and CI
+//! time-outs send first: without this, a run stopped that way left no report at all.
 //!
-//! goose installs its own handler at each run's start unless the process has one. Its
-//! second Ctrl-C calls `exit(1)` with only a log line, which `fauxpay load`'s default
+//! goose installs its own Ctrl-C handler at each run's start unless the process has one.
+//! Its second Ctrl-C calls `exit(1)` with only a log line, which `fauxpay load`'s default
 //! log filter hides, so a person who pressed twice (or a `timeout -s INT`, which signals
 //! the process and then its group) saw the run end with no word and half its reports.
-//! This handler is installed first, once per process, and goose's steps aside.
+//! The SIGINT handler (ctrlc) is installed first, once per process, and goose's steps
+//! aside; SIGTERM is taken by a thread of its own (signal-hook), installed with it.
 //!
 //! Between runs (`fauxpay demo` runs one per merchant, then may keep serving until
-//! Ctrl-C) a first press is left to whoever else listens for it, as goose's handler left
-//! it; once a press has stopped a run, any later one quits.
+//! Ctrl-C or SIGTERM) a first signal is left to whoever else listens for it, as goose's
+//! handler left Ctrl-C; once a signal has stopped a run, any later one quits.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -21,6 +25,36 @@ use std::sync::{Mutex, Once};
 /// process that Ctrl-C ended.
 pub const QUIT_STATUS: i32 = 130;
 
+/// The exit status after a SIGTERM that quits: 128 + SIGTERM.
+pub const TERM_STATUS: i32 = 143;
+
+/// The signals that stop a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT: Ctrl-C at a terminal.
+    Interrupt,
+    /// SIGTERM: `kill`, `docker stop`, Kubernetes, a CI time-out.
+    Terminate,
+}
+
+impl Signal {
+    /// How the lines name it.
+    fn name(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "Ctrl-C",
+            Signal::Terminate => "SIGTERM",
+        }
+    }
+
+    /// The exit status when it quits the process.
+    fn quit_status(self) -> i32 {
+        match self {
+            Signal::Interrupt => QUIT_STATUS,
+            Signal::Terminate => TERM_STATUS,
+        }
+    }
+}
+
 /// No run in progress.
 const IDLE: u8 = 0;
 /// The users are running.
@@ -29,7 +63,7 @@ const RUNNING: u8 = 1;
 const FINISHING: u8 = 2;
 
 static PHASE: AtomicU8 = AtomicU8::new(IDLE);
-/// Whether a Ctrl-C has stopped a run of this process.
+/// Whether a signal has stopped a run of this process.
 static PRESSED: AtomicBool = AtomicBool::new(false);
 /// The run's reports folder, while a run is in progress.
 static REPORTS: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -38,7 +72,7 @@ static REPORTS: Mutex<Option<PathBuf>> = Mutex::new(None);
 pub struct Armed(());
 
 impl Armed {
-    /// The users have stopped: from here on a Ctrl-C quits at once.
+    /// The users have stopped: from here on a signal quits at once.
     pub fn users_stopped(&self) {
         PHASE.store(FINISHING, Ordering::SeqCst);
     }
@@ -55,19 +89,45 @@ fn reports() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
     REPORTS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Installs the handler (once per process) for a run whose users are about to start,
+/// Installs the handlers (once per process) for a run whose users are about to start,
 /// writing its reports to `out`.
 pub fn arm(out: &Path) -> Armed {
     *reports() = Some(out.to_path_buf());
     PHASE.store(RUNNING, Ordering::SeqCst);
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
-        if let Err(e) = ctrlc::set_handler(pressed) {
+        if let Err(e) = ctrlc::set_handler(|| received(Signal::Interrupt)) {
             tracing::debug!("Ctrl-C: goose's own handler stays ({e})");
         }
+        listen_for_sigterm();
     });
     Armed(())
 }
+
+/// SIGTERM, taken on a thread of its own for the rest of the process (as ctrlc takes
+/// SIGINT): from here on it no longer ends the process by itself.
+#[cfg(unix)]
+fn listen_for_sigterm() {
+    use signal_hook::consts::SIGTERM;
+    match signal_hook::iterator::Signals::new([SIGTERM]) {
+        Ok(mut signals) => {
+            let spawned = std::thread::Builder::new()
+                .name("fauxpay-sigterm".into())
+                .spawn(move || {
+                    for _ in signals.forever() {
+                        received(Signal::Terminate);
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::debug!("SIGTERM: no thread to take it, it ends the process as before ({e})");
+            }
+        }
+        Err(e) => tracing::debug!("SIGTERM: not taken, it ends the process as before ({e})"),
+    }
+}
+
+#[cfg(not(unix))]
+fn listen_for_sigterm() {}
 
 /// Called as each user starts: goose clears its killswitch when its run starts, after
 /// [`arm`], so a press that came in between is applied again here.
@@ -78,38 +138,49 @@ pub fn users_started() {
     }
 }
 
-/// What a Ctrl-C does, and the line it prints.
+/// What a signal does, and the line it prints.
 #[derive(Debug, PartialEq, Eq)]
 enum Press {
     /// Left to others (no run in progress, none stopped before).
     Ignore,
     Stop(String),
-    Quit(String),
+    /// The line, and the exit status.
+    Quit(String, i32),
 }
 
-/// A press in `phase`, `pressed_before` whether an earlier one stopped a run.
-fn press(phase: u8, pressed_before: bool, reports: Option<&Path>) -> Press {
+/// `signal` in `phase`, `pressed_before` whether an earlier one stopped a run.
+fn press(signal: Signal, phase: u8, pressed_before: bool, reports: Option<&Path>) -> Press {
+    let name = signal.name();
     let again = if pressed_before { " again" } else { "" };
     let quit = match reports {
         Some(dir) => format!(
-            "fauxpay load: Ctrl-C{again}: quitting now; the reports in {} are incomplete",
+            "fauxpay load: {name}{again}: quitting now; the reports in {} are incomplete",
             dir.display()
         ),
-        None => format!("fauxpay load: Ctrl-C{again}: quitting now"),
+        None => format!("fauxpay load: {name}{again}: quitting now"),
     };
     match (phase, pressed_before) {
-        (RUNNING, false) => Press::Stop(
-            "fauxpay load: Ctrl-C: stopping; the users finish the checkouts they are in, then the ledger is reconciled and the reports written (Ctrl-C again quits at once)".into(),
-        ),
+        (RUNNING, false) => Press::Stop(format!(
+            "fauxpay load: {name}: stopping; the users finish the checkouts they are in, then the ledger is reconciled and the reports written ({} quits at once)",
+            match signal {
+                Signal::Interrupt => "Ctrl-C again",
+                Signal::Terminate => "another SIGTERM or a Ctrl-C",
+            }
+        )),
         (IDLE, false) => Press::Ignore,
-        _ => Press::Quit(quit),
+        _ => Press::Quit(quit, signal.quit_status()),
     }
 }
 
-/// The handler (ctrlc runs it on a thread of its own, one press after another).
-fn pressed() {
+/// The handlers (ctrlc's thread and the SIGTERM thread run it, one signal after another).
+fn received(signal: Signal) {
+    // One signal at a time, whichever thread took it: two arriving together must not
+    // both be a first.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = reports().clone();
     match press(
+        signal,
         PHASE.load(Ordering::SeqCst),
         PRESSED.load(Ordering::SeqCst),
         dir.as_deref(),
@@ -118,11 +189,14 @@ fn pressed() {
         Press::Stop(line) => {
             eprintln!("{line}");
             PRESSED.store(true, Ordering::SeqCst);
-            goose::trigger_killswitch("SIGINT received");
+            goose::trigger_killswitch(match signal {
+                Signal::Interrupt => "SIGINT received",
+                Signal::Terminate => "SIGTERM received",
+            });
         }
-        Press::Quit(line) => {
+        Press::Quit(line, status) => {
             eprintln!("{line}");
-            std::process::exit(QUIT_STATUS);
+            std::process::exit(status);
         }
     }
 }
@@ -134,24 +208,56 @@ mod tests {
     #[test]
     fn the_first_press_stops_the_users_and_any_later_one_quits() {
         let out = Path::new("reports/run-1");
+        let ctrl_c = Signal::Interrupt;
         assert!(
-            matches!(press(RUNNING, false, Some(out)), Press::Stop(line) if line.contains("Ctrl-C again quits at once"))
+            matches!(press(ctrl_c, RUNNING, false, Some(out)), Press::Stop(line) if line.contains("Ctrl-C again quits at once"))
         );
         assert_eq!(
-            press(RUNNING, true, Some(out)),
-            Press::Quit("fauxpay load: Ctrl-C again: quitting now; the reports in reports/run-1 are incomplete".into())
+            press(ctrl_c, RUNNING, true, Some(out)),
+            Press::Quit(
+                "fauxpay load: Ctrl-C again: quitting now; the reports in reports/run-1 are incomplete".into(),
+                130
+            )
         );
         // The users ended with the run: it reconciles, and a first press quits.
         assert_eq!(
-            press(FINISHING, false, Some(out)),
-            Press::Quit("fauxpay load: Ctrl-C: quitting now; the reports in reports/run-1 are incomplete".into())
+            press(ctrl_c, FINISHING, false, Some(out)),
+            Press::Quit(
+                "fauxpay load: Ctrl-C: quitting now; the reports in reports/run-1 are incomplete".into(),
+                130
+            )
         );
-        assert!(matches!(press(FINISHING, true, Some(out)), Press::Quit(_)));
+        assert!(matches!(press(ctrl_c, FINISHING, true, Some(out)), Press::Quit(_, 130)));
         // Between runs: left to others, unless a press already stopped a run.
-        assert_eq!(press(IDLE, false, None), Press::Ignore);
+        assert_eq!(press(ctrl_c, IDLE, false, None), Press::Ignore);
         assert_eq!(
-            press(IDLE, true, None),
-            Press::Quit("fauxpay load: Ctrl-C again: quitting now".into())
+            press(ctrl_c, IDLE, true, None),
+            Press::Quit("fauxpay load: Ctrl-C again: quitting now".into(), 130)
         );
+    }
+
+    #[test]
+    fn sigterm_acts_as_ctrl_c_says_so_and_quits_with_143() {
+        let out = Path::new("reports/run-1");
+        let term = Signal::Terminate;
+        assert!(matches!(
+            press(term, RUNNING, false, Some(out)),
+            Press::Stop(line) if line.starts_with("fauxpay load: SIGTERM: stopping;")
+                && line.contains("another SIGTERM or a Ctrl-C quits at once")
+        ));
+        // After either signal stopped the run, the next one quits with its own status.
+        assert_eq!(
+            press(term, RUNNING, true, Some(out)),
+            Press::Quit(
+                "fauxpay load: SIGTERM again: quitting now; the reports in reports/run-1 are incomplete".into(),
+                143
+            )
+        );
+        assert!(matches!(
+            press(Signal::Interrupt, RUNNING, true, Some(out)),
+            Press::Quit(_, 130)
+        ));
+        assert!(matches!(press(term, FINISHING, false, Some(out)), Press::Quit(_, 143)));
+        assert_eq!(press(term, IDLE, false, None), Press::Ignore);
     }
 }
