@@ -191,7 +191,8 @@ fn demo(args: fauxpay::demo::DemoArgs) -> ExitCode {
     }
 }
 
-/// `fauxpay load`: 0 every gate held, 1 a gate failed, 2 bad configuration, 3 unreachable.
+/// `fauxpay load`: 0 every gate held, 1 a gate failed, 2 bad configuration, 3 unreachable,
+/// 4 the ledger unread, 143 every gate held but SIGTERM cut the run short.
 fn load(args: fauxpay_loadtests::LoadArgs) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

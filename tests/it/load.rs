@@ -953,7 +953,10 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
     assert!(stderr.contains("Ctrl-C: stopping"), "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(report["payments"].as_u64().unwrap() > 0, "{report}");
-    assert!(String::from_utf8_lossy(&stopped.stdout).contains("every gate held"));
+    assert_eq!(report["runs"][0]["stopped_by"], "Ctrl-C", "{report}");
+    let stdout = String::from_utf8_lossy(&stopped.stdout);
+    assert!(stdout.contains("stopped     early: Ctrl-C stopped run"), "{stdout}");
+    assert!(stdout.contains("  result      every gate held\n"), "{stdout}");
 
     // Twice: it quits at once with 130 and says the reports are incomplete.
     let (quit, out) = interrupted(&url, "ctrl-c-twice", &["INT", "INT"]).await;
@@ -979,23 +982,35 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
     assert!(outcomes > 0, "{journal}");
 }
 
-/// SIGTERM, as `docker stop`, Kubernetes and CI time-outs send it, stops a run as Ctrl-C
-/// does (the reports written, the gates' exit code), and a second signal quits with
-/// 128 + SIGTERM saying the reports are incomplete. Before, the process died at once with
-/// no report.
+/// SIGTERM, as `docker stop`, Kubernetes and `timeout` send it, stops a run as Ctrl-C
+/// does (the reports written, saying so) but exits 143 (a run cut short is not a pass),
+/// and a second signal quits with 143 saying the reports are incomplete. Before, the
+/// process died at once with no report.
 #[tokio::test]
 async fn sigterm_stops_the_run_and_reconciles_as_ctrl_c_does() {
     let h = provider("happy").await;
     let url = h.provider.url();
 
+    // Once: whole reports that say SIGTERM stopped the run, and 143 although every gate
+    // held over the part that ran (an evicted or timed-out run is not a pass).
     let (stopped, out) = interrupted(&url, "sigterm-once", &["TERM"]).await;
     let stderr = String::from_utf8_lossy(&stopped.stderr);
-    assert_eq!(stopped.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&stopped.stdout);
+    assert_eq!(stopped.status.code(), Some(143), "{stderr}\n{stdout}");
     assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(report["payments"].as_u64().unwrap() > 0, "{report}");
-    assert!(out.join("report.html").exists() && out.join("report.md").exists());
-    assert!(String::from_utf8_lossy(&stopped.stdout).contains("every gate held"));
+    assert_eq!(report["runs"][0]["stopped_by"], "SIGTERM", "{report}");
+    assert!(stdout.contains("stopped     early: SIGTERM stopped run"), "{stdout}");
+    assert!(
+        stdout.contains("every gate held over the part that ran, but SIGTERM cut the run short (exit 143)"),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("cut short by SIGTERM") && md.contains("Stopped early: SIGTERM"),
+        "{md}"
+    );
 
     let (quit, out) = interrupted(&url, "sigterm-twice", &["TERM", "TERM"]).await;
     let stderr = String::from_utf8_lossy(&quit.stderr);

@@ -2,9 +2,14 @@
 //! the run as goose does (its killswitch: the users finish the checkouts they are in, then
 //! the ledger is reconciled and the reports are written) and says so; a second signal, or
 //! one after the users have stopped, quits at once and says what is left incomplete (exit
-//! 130 after SIGINT, 143 after SIGTERM, as a shell reports a process either ended).
-//! SIGTERM is what `docker stop`, Kubernetes (a Job's deadline, a pod evicted) and CI
-//! time-outs send first: without this, a run stopped that way left no report at all.
+//! 130 after SIGINT, 143 after SIGTERM: what a shell reports for a process that signal
+//! ended). SIGTERM is what `docker stop`, Kubernetes (a Job's deadline, a pod evicted) and
+//! `timeout` send: without this, a run stopped that way left no report at all. Sent once
+//! while the run reconciles, SIGTERM lets it finish (an orchestrator signals once, then
+//! kills after its grace period), where Ctrl-C, a person's, quits. The run's report says
+//! which signal stopped it, and a run SIGTERM cut short exits 143 even when its gates held
+//! over the part that ran (a deadline or an eviction is not a pass); Ctrl-C keeps the
+//! gates' exit code.
 //!
 //! goose installs its own Ctrl-C handler at each run's start unless the process has one.
 //! Its second Ctrl-C calls `exit(1)` with only a log line, which `fauxpay load`'s default
@@ -15,7 +20,9 @@
 //!
 //! Between runs (`fauxpay demo` runs one per merchant, then may keep serving until
 //! Ctrl-C or SIGTERM) a first signal is left to whoever else listens for it, as goose's
-//! handler left Ctrl-C; once a signal has stopped a run, any later one quits.
+//! handler left Ctrl-C; once a signal has stopped a run, any later one quits. (SIGTERM,
+//! once taken, no longer ends the process by itself: outside a run it is heard only by
+//! `fauxpay demo`'s own handlers, installed once its runs are done.)
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -25,12 +32,15 @@ use std::sync::{Mutex, Once};
 /// process that Ctrl-C ended.
 pub const QUIT_STATUS: i32 = 130;
 
-/// The exit status after a SIGTERM that quits: 128 + SIGTERM.
+/// The exit status after a SIGTERM that quits, or that cut a run short: 128 + SIGTERM.
 pub const TERM_STATUS: i32 = 143;
+
+/// How reports name SIGTERM (`RunInfo::stopped_by`).
+pub const SIGTERM_NAME: &str = "SIGTERM";
 
 /// The signals that stop a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     /// SIGINT: Ctrl-C at a terminal.
     Interrupt,
     /// SIGTERM: `kill`, `docker stop`, Kubernetes, a CI time-out.
@@ -38,11 +48,19 @@ pub enum Signal {
 }
 
 impl Signal {
-    /// How the lines name it.
-    fn name(self) -> &'static str {
+    /// How the lines and the reports name it.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Signal::Interrupt => "Ctrl-C",
-            Signal::Terminate => "SIGTERM",
+            Signal::Terminate => SIGTERM_NAME,
+        }
+    }
+
+    /// goose's reason for its killswitch.
+    fn reason(self) -> &'static str {
+        match self {
+            Signal::Interrupt => "SIGINT received",
+            Signal::Terminate => "SIGTERM received",
         }
     }
 
@@ -65,10 +83,13 @@ const FINISHING: u8 = 2;
 static PHASE: AtomicU8 = AtomicU8::new(IDLE);
 /// Whether a signal has stopped a run of this process.
 static PRESSED: AtomicBool = AtomicBool::new(false);
+/// The signal that stopped the users of this process's runs: 0 none, else
+/// [`Signal::code`].
+static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// The run's reports folder, while a run is in progress.
 static REPORTS: Mutex<Option<PathBuf>> = Mutex::new(None);
 
-/// A run in progress, as the Ctrl-C handler sees it; dropped when the run returns.
+/// A run in progress, as the signal handlers see it; dropped when the run returns.
 pub struct Armed(());
 
 impl Armed {
@@ -130,11 +151,35 @@ fn listen_for_sigterm() {
 fn listen_for_sigterm() {}
 
 /// Called as each user starts: goose clears its killswitch when its run starts, after
-/// [`arm`], so a press that came in between is applied again here.
+/// [`arm`], so a signal that came in between is applied again here.
 pub fn users_started() {
     if PHASE.load(Ordering::Relaxed) == RUNNING && PRESSED.load(Ordering::Relaxed) && !goose::is_killswitch_triggered()
     {
-        goose::trigger_killswitch("SIGINT received");
+        if let Some(signal) = stopped_by() {
+            goose::trigger_killswitch(signal.reason());
+        }
+    }
+}
+
+/// The signal that stopped the users of a run of this process, if one did.
+pub(crate) fn stopped_by() -> Option<Signal> {
+    Signal::from_code(STOPPED_BY.load(Ordering::SeqCst))
+}
+
+impl Signal {
+    fn code(self) -> u8 {
+        match self {
+            Signal::Interrupt => 1,
+            Signal::Terminate => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Signal> {
+        match code {
+            1 => Some(Signal::Interrupt),
+            2 => Some(Signal::Terminate),
+            _ => None,
+        }
     }
 }
 
@@ -144,6 +189,8 @@ enum Press {
     /// Left to others (no run in progress, none stopped before).
     Ignore,
     Stop(String),
+    /// SIGTERM while the run reconciles: it goes on to its reports (a second signal quits).
+    Finish(String),
     /// The line, and the exit status.
     Quit(String, i32),
 }
@@ -167,6 +214,9 @@ fn press(signal: Signal, phase: u8, pressed_before: bool, reports: Option<&Path>
                 Signal::Terminate => "another SIGTERM or a Ctrl-C",
             }
         )),
+        (FINISHING, false) if signal == Signal::Terminate => Press::Finish(
+            "fauxpay load: SIGTERM: the users have stopped; reconciling and writing the reports (another SIGTERM or a Ctrl-C quits at once)".into(),
+        ),
         (IDLE, false) => Press::Ignore,
         _ => Press::Quit(quit, signal.quit_status()),
     }
@@ -188,11 +238,13 @@ fn received(signal: Signal) {
         Press::Ignore => {}
         Press::Stop(line) => {
             eprintln!("{line}");
+            STOPPED_BY.store(signal.code(), Ordering::SeqCst);
             PRESSED.store(true, Ordering::SeqCst);
-            goose::trigger_killswitch(match signal {
-                Signal::Interrupt => "SIGINT received",
-                Signal::Terminate => "SIGTERM received",
-            });
+            goose::trigger_killswitch(signal.reason());
+        }
+        Press::Finish(line) => {
+            eprintln!("{line}");
+            PRESSED.store(true, Ordering::SeqCst);
         }
         Press::Quit(line, status) => {
             eprintln!("{line}");
@@ -257,7 +309,13 @@ mod tests {
             press(Signal::Interrupt, RUNNING, true, Some(out)),
             Press::Quit(_, 130)
         ));
-        assert!(matches!(press(term, FINISHING, false, Some(out)), Press::Quit(_, 143)));
+        // Once the users have stopped, one SIGTERM (an orchestrator's) lets the run finish
+        // its reports; a second quits.
+        assert!(matches!(
+            press(term, FINISHING, false, Some(out)),
+            Press::Finish(line) if line.contains("reconciling and writing the reports")
+        ));
+        assert!(matches!(press(term, FINISHING, true, Some(out)), Press::Quit(_, 143)));
         assert_eq!(press(term, IDLE, false, None), Press::Ignore);
     }
 }

@@ -185,6 +185,7 @@ mod tests {
                     started_ms: 0,
                     duration_secs: 1.0,
                     payments: 1,
+                    stopped_by: None,
                 },
                 attempts: 1,
                 outcomes: Outcomes {

@@ -30,8 +30,8 @@ use crate::arrival::{Arrivals, Schedule};
 use crate::latency::{Latency, Percentiles};
 use crate::progress::Counters;
 
-/// How often the pacer looks at goose's killswitch (Ctrl-C), and how long an unclaimed
-/// start may be due before the pacer counts it dropped.
+/// How often the pacer looks at goose's killswitch (Ctrl-C or SIGTERM), and how long an
+/// unclaimed start may be due before the pacer counts it dropped.
 pub const WAKE: Duration = Duration::from_millis(250);
 
 /// The clock: tokio's, so tests can pause it (unpaused, it is the OS's monotonic clock).
@@ -97,8 +97,8 @@ struct Book {
     /// Claimed starts not yet due, in the order of their times (claims follow the
     /// schedule), each with the bell of the user that holds it.
     waiting: VecDeque<(Instant, Arc<Notify>)>,
-    /// Ctrl-C ended the schedule: the pacer has rung every bell and rings no more, so no
-    /// start may be claimed after it.
+    /// A signal (Ctrl-C, SIGTERM) ended the schedule: the pacer has rung every bell and
+    /// rings no more, so no start may be claimed after it.
     stopped: bool,
 }
 
@@ -118,7 +118,7 @@ pub struct Dispatcher {
     intended_latency: Mutex<Latency>,
     start_late: Mutex<Latency>,
     counters: Arc<Counters>,
-    /// When Ctrl-C ended the schedule, how far into it.
+    /// When a signal ended the schedule, how far into it.
     stopped_after: OnceLock<Duration>,
 }
 
@@ -131,7 +131,7 @@ pub struct Seat {
 
 impl Seat {
     /// The user's next start, once its time comes; `None` once the schedule is over or
-    /// Ctrl-C stopped it.
+    /// a signal stopped it.
     pub async fn next(&mut self) -> Option<Start> {
         self.dispatcher.next(&self.bell, self.idle_since).await
     }
@@ -198,7 +198,7 @@ impl Dispatcher {
         let since = idle_since.map_or(Duration::ZERO, |t| t.saturating_duration_since(t0));
         let (index, offset, wait) = {
             let mut book = self.book.lock().unwrap_or_else(|e| e.into_inner());
-            if book.stopped || self.stopped_by_ctrl_c(t0) {
+            if book.stopped || self.stopped_by_signal(t0) {
                 return None;
             }
             let (index, offset) = book.cursor.claim(since, |o| self.dropped(o))?;
@@ -215,7 +215,7 @@ impl Dispatcher {
         if wait {
             bell.notified().await;
         }
-        if self.stopped_by_ctrl_c(t0) {
+        if self.stopped_by_signal(t0) {
             return None;
         }
         let intended = t0 + offset;
@@ -228,9 +228,9 @@ impl Dispatcher {
         Some(Start { index, intended })
     }
 
-    /// Whether Ctrl-C (goose's killswitch) ended the schedule (users finish their
+    /// Whether a signal (goose's killswitch) ended the schedule (users finish their
     /// checkouts); if so, how far into it is noted, unless the pacer noted it first.
-    fn stopped_by_ctrl_c(&self, t0: Instant) -> bool {
+    fn stopped_by_signal(&self, t0: Instant) -> bool {
         let stopped = goose::is_killswitch_triggered();
         if stopped {
             let _ = self.stopped_after.set(now().saturating_duration_since(t0));
@@ -249,8 +249,9 @@ impl Dispatcher {
     /// Rings each waiting user's bell when its start is due (the alarm is set to the
     /// first one's time), and every [`WAKE`] counts dropped the starts due longer ago
     /// than that which no user claimed (so the progress line shows drops while every
-    /// user is stuck) and looks at Ctrl-C, until the schedule is over. Spawn it beside
-    /// the users: it runs on their runtime, so a start costs no thread of its own.
+    /// user is stuck) and looks at the killswitch (Ctrl-C, SIGTERM), until the schedule
+    /// is over. Spawn it beside the users: it runs on their runtime, so a start costs no
+    /// thread of its own.
     pub async fn pace(self: Arc<Self>) {
         let t0 = self.began().await;
         let mut sweep = tokio::time::interval(WAKE);
@@ -272,7 +273,7 @@ impl Dispatcher {
                 book.waiting.pop_front();
             }
             if stopped {
-                // The starts due before Ctrl-C that nobody claimed were dropped; the run
+                // The starts due before the signal that nobody claimed were dropped; the run
                 // ends now, whether or not a user is still in a checkout.
                 book.cursor
                     .drop_before(now.saturating_duration_since(t0), |o| self.dropped(o));
@@ -360,7 +361,7 @@ pub struct OpenReport {
     pub arrivals: Arrivals,
     /// Users (most checkouts in flight), summed over merged runs.
     pub users: u64,
-    /// The schedule's length in seconds (up to Ctrl-C, when that stopped it).
+    /// The schedule's length in seconds (up to the signal, when one stopped it).
     pub run_time_secs: f64,
     pub scheduled: u64,
     pub started: u64,

@@ -40,6 +40,30 @@ pub struct RunInfo {
     pub started_ms: u64,
     pub duration_secs: f64,
     pub payments: u64,
+    /// The signal that stopped the run's users early (`Ctrl-C` or `SIGTERM`), if one did:
+    /// the counts then cover the checkouts that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+}
+
+/// What a report concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every gate held over a run that ran as asked (or a person stopped with Ctrl-C).
+    Held,
+    Failed,
+    /// Every gate held, but SIGTERM cut a run short (exit 143).
+    CutShort,
+}
+
+impl Verdict {
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Held => "every gate held",
+            Verdict::Failed => "a gate failed",
+            Verdict::CutShort => "cut short by SIGTERM",
+        }
+    }
 }
 
 /// The gates' thresholds (`None`: not gated).
@@ -613,6 +637,9 @@ impl Report {
             "  payments    {} (ok {}, fail {}, info {})  attempts {} in {:.1} s ({:.1}/s)",
             self.payments, o.ok, o.fail, o.info, self.attempts, self.duration_secs, self.attempts_per_sec
         );
+        for line in self.stopped_early() {
+            let _ = writeln!(s, "  stopped     early: {line}");
+        }
         let intended = self.open.as_ref().map(|o| ("intended", &o.latency_from_intended));
         let steps = self.latency.steps.iter().map(|(name, s)| (name.as_str(), &s.latency));
         for (label, p) in [("attempt", &self.latency.attempt), ("payment", &self.latency.payment)]
@@ -710,15 +737,47 @@ impl Report {
         let _ = writeln!(
             s,
             "  result      {}",
-            if self.ledger_unread.is_some() {
-                "unknown: the ledger could not be read (exit 4)"
-            } else if self.passed() {
-                "every gate held"
-            } else {
-                "a gate failed"
+            match (self.ledger_unread.is_some(), self.verdict()) {
+                (true, _) => "unknown: the ledger could not be read (exit 4)",
+                (false, Verdict::CutShort) =>
+                    "every gate held over the part that ran, but SIGTERM cut the run short (exit 143)",
+                (false, verdict) => verdict.words(),
             }
         );
         s
+    }
+
+    /// Whether SIGTERM (a deadline, an eviction, `docker stop`) stopped a run of this
+    /// report early: then it is not a pass, whatever its gates say of the part that ran.
+    pub fn terminated(&self) -> bool {
+        self.runs
+            .iter()
+            .any(|r| r.stopped_by.as_deref() == Some(crate::interrupt::SIGTERM_NAME))
+    }
+
+    /// The report's verdict, as the summary, `report.md` and `report.html` word it.
+    pub fn verdict(&self) -> Verdict {
+        if !self.passed() {
+            Verdict::Failed
+        } else if self.terminated() {
+            Verdict::CutShort
+        } else {
+            Verdict::Held
+        }
+    }
+
+    /// One line for each run a signal stopped early.
+    pub fn stopped_early(&self) -> Vec<String> {
+        self.runs
+            .iter()
+            .filter_map(|r| {
+                let by = r.stopped_by.as_deref()?;
+                Some(format!(
+                    "{by} stopped run {} after {:.1} s; the counts cover the checkouts that ran",
+                    r.run_id, r.duration_secs
+                ))
+            })
+            .collect()
     }
 
     /// One line on fulfilment: the probe, the two anomalies, the deliveries; or why it was
@@ -757,14 +816,14 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "## fauxpay load: {}\n",
-            if self.passed() {
-                "every gate held ✅"
-            } else {
-                "a gate failed ❌"
-            }
+            "## fauxpay load: {} {}\n",
+            self.verdict().words(),
+            if self.verdict() == Verdict::Held { "✅" } else { "❌" }
         );
         let _ = writeln!(s, "{}\n", self.title());
+        for line in self.stopped_early() {
+            let _ = writeln!(s, "Stopped early: {line}.\n");
+        }
         let _ = writeln!(s, "| gate | value | threshold | result |\n|---|---|---|---|");
         for g in &self.gates {
             let _ = writeln!(
@@ -962,6 +1021,7 @@ mod tests {
                     started_ms: 0,
                     duration_secs: 10.0,
                     payments: 100,
+                    stopped_by: None,
                 },
                 attempts: 120,
                 outcomes: Outcomes {

@@ -244,7 +244,8 @@ fn list(items: &[String]) -> Markup {
 }
 
 pub fn render(report: &Report) -> String {
-    let passed = report.passed();
+    let verdict = report.verdict();
+    let passed = verdict == crate::report::Verdict::Held;
     let o = &report.outcomes;
     let a = &report.anomalies;
     html! {
@@ -258,8 +259,11 @@ pub fn render(report: &Report) -> String {
             }
             body { main {
                 h1 { "fauxpay load report " span class={ "verdict " (if passed { "pass" } else { "fail" }) } {
-                    (if passed { "every gate held" } else { "a gate failed" })
+                    (verdict.words())
                 } }
+                @for line in report.stopped_early() {
+                    p.muted { "Stopped early: " (line) "." }
+                }
                 p.muted {
                     (report.payments) " payments (ok " (o.ok) ", fail " (o.fail) ", info " (o.info) "), "
                     (report.attempts) " attempts in " (format!("{:.1}", report.duration_secs)) " s; "

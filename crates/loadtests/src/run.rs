@@ -214,7 +214,8 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
     // never use), sharing one connection pool: a client per user would read the
     // system's CA certificates once per user (~3.6 ms of CPU each) and keep a copy of
     // them in each.
-    // Ctrl-C from here: the first stops the users, a second quits (crate::interrupt).
+    // Ctrl-C or SIGTERM from here: the first stops the users, a second quits
+    // (crate::interrupt).
     let armed = crate::interrupt::arm(&args.out);
     let attack = GooseAttack::initialize_with_config(goose_config)
         .map_err(|e| LoadError::Goose(e.to_string()))?
@@ -308,6 +309,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
                 started_ms,
                 duration_secs: duration.as_secs_f64(),
                 payments: payments.len() as u64,
+                stopped_by: crate::interrupt::stopped_by().map(|s| s.name().to_string()),
             },
             attempts: payments.iter().map(|p| p.attempts.len() as u64).sum(),
             outcomes: rec.outcomes,
@@ -577,15 +579,21 @@ async fn ready(http: &reqwest::Client, target: &str, provider: &str) -> Result<(
 }
 
 /// Exit code for a finished run: 0 when every gate held, 1 when one failed, 4 when the
-/// provider's ledger could not be read, so the anomalies are unknown. (2 is bad usage
-/// or configuration, 3 a target or provider unreachable before the run.)
+/// provider's ledger could not be read, so the anomalies are unknown, 143 when every gate
+/// held but SIGTERM cut the run short. (2 is bad usage or configuration, 3 a target or
+/// provider unreachable before the run; 130 and 143 also end a run quit by a second
+/// signal, before its reports.)
 pub fn exit_code(report: &Report) -> u8 {
     if report.ledger_unread.is_some() {
         4
-    } else if report.passed() {
-        0
-    } else {
+    } else if !report.passed() {
         1
+    } else if report.terminated() {
+        // As a shell reports a process SIGTERM ended: a run cut short by a deadline or an
+        // eviction is not a pass (its reports are whole, for what ran).
+        crate::interrupt::TERM_STATUS as u8
+    } else {
+        0
     }
 }
 
