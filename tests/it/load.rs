@@ -894,8 +894,9 @@ fn the_templates_in_the_docs_parse() {
 /// `fauxpay load` at a rate for long enough to be interrupted, sent `signals` (`"INT"`,
 /// `"TERM"`) one after another once its users have started (its journal holds an
 /// attempt); its output, and its reports folder.
-async fn interrupted(url: &str, name: &str, signals: &'static [&'static str]) -> (std::process::Output, PathBuf) {
+async fn interrupted(url: &str, name: &str, signals: &[&str]) -> (std::process::Output, PathBuf) {
     let (url, out) = (url.to_string(), out_dir(name));
+    let signals: Vec<String> = signals.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
             .args(["load", "--target", &url, "--provider", &url, "--template", "stripe"])
@@ -918,13 +919,13 @@ async fn interrupted(url: &str, name: &str, signals: &'static [&'static str]) ->
         // taken would be one.
         let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
         let mut said = String::new();
-        for signal in signals {
+        for signal in &signals {
             let status = Command::new("kill")
                 .args([&format!("-{signal}"), &child.id().to_string()])
                 .status()
                 .unwrap();
             assert!(status.success());
-            let named = if *signal == "INT" { "Ctrl-C" } else { "SIGTERM" };
+            let named = if signal == "INT" { "Ctrl-C" } else { "SIGTERM" };
             let mut line = String::new();
             while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 && !line.contains(named) {
                 said.push_str(&line);
@@ -941,35 +942,54 @@ async fn interrupted(url: &str, name: &str, signals: &'static [&'static str]) ->
     .unwrap()
 }
 
-#[tokio::test]
-async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
-    let h = provider("happy").await;
-    let url = h.provider.url();
-
-    // Once: the users stop, the ledger is reconciled, every report is written.
-    let (stopped, out) = interrupted(&url, "ctrl-c-once", &["INT"]).await;
+/// One `signal` (`"INT"`, named `Ctrl-C` in the lines, or `"TERM"`, `SIGTERM`) stops the
+/// users, and the ledger is reconciled and every report written, saying so; the run exits
+/// with `code`. Its standard output and reports folder.
+async fn stopped_once(url: &str, dir: &str, signal: &str, named: &str, code: i32) -> (String, PathBuf) {
+    let (stopped, out) = interrupted(url, dir, &[signal]).await;
     let stderr = String::from_utf8_lossy(&stopped.stderr);
-    assert_eq!(stopped.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("Ctrl-C: stopping"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&stopped.stdout).into_owned();
+    assert_eq!(stopped.status.code(), Some(code), "{stderr}\n{stdout}");
+    assert!(stderr.contains(&format!("{named}: stopping")), "{stderr}");
     let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert!(report["payments"].as_u64().unwrap() > 0, "{report}");
-    assert_eq!(report["runs"][0]["stopped_by"], "Ctrl-C", "{report}");
-    let stdout = String::from_utf8_lossy(&stopped.stdout);
-    assert!(stdout.contains("stopped     early: Ctrl-C stopped run"), "{stdout}");
-    assert!(stdout.contains("  result      every gate held\n"), "{stdout}");
+    assert_eq!(report["runs"][0]["stopped_by"], named, "{report}");
+    assert!(
+        stdout.contains(&format!("stopped     early: {named} stopped run")),
+        "{stdout}"
+    );
+    (stdout, out)
+}
 
-    // Twice: it quits at once with 130 and says the reports are incomplete.
-    let (quit, out) = interrupted(&url, "ctrl-c-twice", &["INT", "INT"]).await;
+/// Two `signal`s: the second quits at once with `code`, saying the reports are
+/// incomplete, and none is written. The reports folder.
+async fn quit_twice(url: &str, dir: &str, signal: &str, named: &str, code: i32) -> PathBuf {
+    let (quit, out) = interrupted(url, dir, &[signal, signal]).await;
     let stderr = String::from_utf8_lossy(&quit.stderr);
-    assert_eq!(quit.status.code(), Some(130), "{stderr}");
+    assert_eq!(quit.status.code(), Some(code), "{stderr}");
     assert!(
         stderr.contains(&format!(
-            "Ctrl-C again: quitting now; the reports in {} are incomplete",
+            "{named} again: quitting now; the reports in {} are incomplete",
             out.display()
         )),
         "{stderr}"
     );
     assert!(!out.join("report.json").exists());
+    out
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
+    let h = provider("happy").await;
+    let url = h.provider.url();
+
+    // Once: the users stop, the ledger is reconciled, every report is written, and the
+    // run exits with its gates' code.
+    let (stdout, _) = stopped_once(&url, "ctrl-c-once", "INT", "Ctrl-C", 0).await;
+    assert!(stdout.contains("  result      every gate held\n"), "{stdout}");
+
+    // Twice: it quits at once with 130 and says the reports are incomplete.
+    let out = quit_twice(&url, "ctrl-c-twice", "INT", "Ctrl-C", 130).await;
     // The journal is whole JSON lines, a drain (20 ms) behind (`fauxpay report reconcile`
     // needs the report.json a finished run writes; the lines are for a person or a tool).
     let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
@@ -993,15 +1013,7 @@ async fn sigterm_stops_the_run_and_reconciles_as_ctrl_c_does() {
 
     // Once: whole reports that say SIGTERM stopped the run, and 143 although every gate
     // held over the part that ran (an evicted or timed-out run is not a pass).
-    let (stopped, out) = interrupted(&url, "sigterm-once", &["TERM"]).await;
-    let stderr = String::from_utf8_lossy(&stopped.stderr);
-    let stdout = String::from_utf8_lossy(&stopped.stdout);
-    assert_eq!(stopped.status.code(), Some(143), "{stderr}\n{stdout}");
-    assert!(stderr.contains("SIGTERM: stopping"), "{stderr}");
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert!(report["payments"].as_u64().unwrap() > 0, "{report}");
-    assert_eq!(report["runs"][0]["stopped_by"], "SIGTERM", "{report}");
-    assert!(stdout.contains("stopped     early: SIGTERM stopped run"), "{stdout}");
+    let (stdout, out) = stopped_once(&url, "sigterm-once", "TERM", "SIGTERM", 143).await;
     assert!(
         stdout.contains("every gate held over the part that ran, but SIGTERM cut the run short (exit 143)"),
         "{stdout}"
@@ -1012,15 +1024,5 @@ async fn sigterm_stops_the_run_and_reconciles_as_ctrl_c_does() {
         "{md}"
     );
 
-    let (quit, out) = interrupted(&url, "sigterm-twice", &["TERM", "TERM"]).await;
-    let stderr = String::from_utf8_lossy(&quit.stderr);
-    assert_eq!(quit.status.code(), Some(143), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "SIGTERM again: quitting now; the reports in {} are incomplete",
-            out.display()
-        )),
-        "{stderr}"
-    );
-    assert!(!out.join("report.json").exists());
+    quit_twice(&url, "sigterm-twice", "TERM", "SIGTERM", 143).await;
 }
