@@ -39,8 +39,10 @@ pub enum Command {
     ///
     /// Exit codes: 0 every gate held, 1 a gate failed, 2 bad usage or configuration,
     /// 3 the target or the provider was unreachable before the run started, 4 the run
-    /// ended but the provider's ledger could not be read, 130 quit by a second Ctrl-C or by
-    /// one after the users stopped (the first stops the run and still reconciles).
+    /// ended but the provider's ledger could not be read, 143 every gate held but SIGTERM
+    /// cut the run short; 130 quit by a second Ctrl-C or by one after the users stopped,
+    /// 143 by a second SIGTERM while they ran (the first Ctrl-C or SIGTERM stops the run
+    /// and still reconciles).
     Load(Box<fauxpay_loadtests::LoadArgs>),
     /// Work with load reports.
     Report {

@@ -1003,11 +1003,11 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
 }
 
 /// SIGTERM, as `docker stop`, Kubernetes and `timeout` send it, stops a run as Ctrl-C
-/// does (the reports written, saying so) but exits 143 (a run cut short is not a pass),
-/// and a second signal quits with 143 saying the reports are incomplete. Before, the
-/// process died at once with no report.
+/// does (the reports written, each saying so) but exits 143 (a run cut short is not a
+/// pass), and a second SIGTERM while the users run quits with 143 saying the reports are
+/// incomplete. Before, the process died at once with no report.
 #[tokio::test]
-async fn sigterm_stops_the_run_and_reconciles_as_ctrl_c_does() {
+async fn sigterm_stops_the_run_reports_it_and_exits_143() {
     let h = provider("happy").await;
     let url = h.provider.url();
 
@@ -1023,6 +1023,10 @@ async fn sigterm_stops_the_run_and_reconciles_as_ctrl_c_does() {
         md.contains("cut short by SIGTERM") && md.contains("Stopped early: SIGTERM"),
         "{md}"
     );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("cut short by SIGTERM"), "report.html");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("<failure message=\"cut short by SIGTERM\">"), "{junit}");
 
     quit_twice(&url, "sigterm-twice", "TERM", "SIGTERM", 143).await;
 }

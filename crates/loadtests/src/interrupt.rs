@@ -1,15 +1,17 @@
-//! Ctrl-C or SIGTERM during `fauxpay load`: the first signal while the users run stops
+//! Ctrl-C or SIGTERM during `fauxpay load`. The first signal while the users run stops
 //! the run as goose does (its killswitch: the users finish the checkouts they are in, then
-//! the ledger is reconciled and the reports are written) and says so; a second signal, or
-//! one after the users have stopped, quits at once and says what is left incomplete (exit
-//! 130 after SIGINT, 143 after SIGTERM: what a shell reports for a process that signal
-//! ended). SIGTERM is what `docker stop`, Kubernetes (a Job's deadline, a pod evicted) and
-//! `timeout` send: without this, a run stopped that way left no report at all. Sent once
-//! while the run reconciles, SIGTERM lets it finish (an orchestrator signals once, then
-//! kills after its grace period), where Ctrl-C, a person's, quits. The run's report says
-//! which signal stopped it, and a run SIGTERM cut short exits 143 even when its gates held
-//! over the part that ran (a deadline or an eviction is not a pass); Ctrl-C keeps the
-//! gates' exit code.
+//! the ledger is reconciled and the reports are written) and says so. The run's reports say
+//! which signal stopped it (`RunInfo::stopped_by`).
+//!
+//! - **Ctrl-C** is a person's: the run keeps its gates' exit code. A second Ctrl-C, or one
+//!   after the users have stopped, quits at once (exit 130) saying what is left incomplete.
+//! - **SIGTERM** is what `docker stop`, Kubernetes (a Job's deadline, a pod evicted or
+//!   deleted) and `timeout` send, and an orchestrator sends it once and then kills (a CI
+//!   runner may send it after a SIGINT). A run it cut short exits 143 even when its gates
+//!   held over the part that ran: a deadline or an eviction is not a pass. A second
+//!   SIGTERM while the users still run quits at once (143); one while the run reconciles
+//!   never does, so that the reports are whole if the grace period allows (only Ctrl-C or
+//!   the SIGKILL ends it there). Before, SIGTERM killed a run with no report at all.
 //!
 //! goose installs its own Ctrl-C handler at each run's start unless the process has one.
 //! Its second Ctrl-C calls `exit(1)` with only a log line, which `fauxpay load`'s default
@@ -18,11 +20,11 @@
 //! The SIGINT handler (ctrlc) is installed first, once per process, and goose's steps
 //! aside; SIGTERM is taken by a thread of its own (signal-hook), installed with it.
 //!
-//! Between runs (`fauxpay demo` runs one per merchant, then may keep serving until
-//! Ctrl-C or SIGTERM) a first signal is left to whoever else listens for it, as goose's
-//! handler left Ctrl-C; once a signal has stopped a run, any later one quits. (SIGTERM,
-//! once taken, no longer ends the process by itself: outside a run it is heard only by
-//! `fauxpay demo`'s own handlers, installed once its runs are done.)
+//! Between runs (`fauxpay demo` runs one per merchant, then may keep serving) a first
+//! Ctrl-C is left to whoever else listens for it, as goose's handler left it, and a
+//! SIGTERM is noted: once a signal has stopped or ended a run, the next runs stop as their
+//! users start, and a Ctrl-C quits. SIGTERM, once taken, no longer ends the process by
+//! itself: after `fauxpay demo`'s runs its own handlers hear it too.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -43,7 +45,7 @@ pub const SIGTERM_NAME: &str = "SIGTERM";
 pub(crate) enum Signal {
     /// SIGINT: Ctrl-C at a terminal.
     Interrupt,
-    /// SIGTERM: `kill`, `docker stop`, Kubernetes, a CI time-out.
+    /// SIGTERM: `kill`, `docker stop`, Kubernetes, `timeout`.
     Terminate,
 }
 
@@ -81,9 +83,10 @@ const RUNNING: u8 = 1;
 const FINISHING: u8 = 2;
 
 static PHASE: AtomicU8 = AtomicU8::new(IDLE);
-/// Whether a signal has stopped a run of this process.
+/// Whether a signal has stopped a run of this process, or came while one reconciled or
+/// between runs (SIGTERM): the next runs stop as their users start.
 static PRESSED: AtomicBool = AtomicBool::new(false);
-/// The signal that stopped the users of this process's runs: 0 none, else
+/// The last signal that stopped, or asked to stop, this process's runs: 0 none, else
 /// [`Signal::code`].
 static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// The run's reports folder, while a run is in progress.
@@ -93,9 +96,11 @@ static REPORTS: Mutex<Option<PathBuf>> = Mutex::new(None);
 pub struct Armed(());
 
 impl Armed {
-    /// The users have stopped: from here on a signal quits at once.
-    pub fn users_stopped(&self) {
+    /// The users have stopped: the run reconciles (a Ctrl-C now quits at once). The signal
+    /// that stopped them, if one did: what this run's report says, whatever comes after.
+    pub(crate) fn users_stopped(&self) -> Option<Signal> {
         PHASE.store(FINISHING, Ordering::SeqCst);
+        stopped_by()
     }
 }
 
@@ -161,8 +166,8 @@ pub fn users_started() {
     }
 }
 
-/// The signal that stopped the users of a run of this process, if one did.
-pub(crate) fn stopped_by() -> Option<Signal> {
+/// The last signal that stopped, or asked to stop, a run of this process.
+fn stopped_by() -> Option<Signal> {
     Signal::from_code(STOPPED_BY.load(Ordering::SeqCst))
 }
 
@@ -186,16 +191,18 @@ impl Signal {
 /// What a signal does, and the line it prints.
 #[derive(Debug, PartialEq, Eq)]
 enum Press {
-    /// Left to others (no run in progress, none stopped before).
+    /// Left to others (Ctrl-C, no run in progress, none stopped before).
     Ignore,
+    /// Stop the users, saying so.
     Stop(String),
-    /// SIGTERM while the run reconciles: it goes on to its reports (a second signal quits).
-    Finish(String),
+    /// SIGTERM while the run reconciles, or between runs: noted, so that the next runs
+    /// stop as they start; the run in progress goes on to its reports. The line, if any.
+    Note(Option<String>),
     /// The line, and the exit status.
     Quit(String, i32),
 }
 
-/// `signal` in `phase`, `pressed_before` whether an earlier one stopped a run.
+/// `signal` in `phase`, `pressed_before` whether an earlier one stopped a run or was noted.
 fn press(signal: Signal, phase: u8, pressed_before: bool, reports: Option<&Path>) -> Press {
     let name = signal.name();
     let again = if pressed_before { " again" } else { "" };
@@ -214,9 +221,10 @@ fn press(signal: Signal, phase: u8, pressed_before: bool, reports: Option<&Path>
                 Signal::Terminate => "another SIGTERM or a Ctrl-C",
             }
         )),
-        (FINISHING, false) if signal == Signal::Terminate => Press::Finish(
-            "fauxpay load: SIGTERM: the users have stopped; reconciling and writing the reports (another SIGTERM or a Ctrl-C quits at once)".into(),
-        ),
+        (FINISHING, _) if signal == Signal::Terminate => Press::Note(Some(
+            "fauxpay load: SIGTERM: the users have stopped; reconciling and writing the reports before anything else (Ctrl-C quits at once)".into(),
+        )),
+        (IDLE, _) if signal == Signal::Terminate => Press::Note(None),
         (IDLE, false) => Press::Ignore,
         _ => Press::Quit(quit, signal.quit_status()),
     }
@@ -242,8 +250,11 @@ fn received(signal: Signal) {
             PRESSED.store(true, Ordering::SeqCst);
             goose::trigger_killswitch(signal.reason());
         }
-        Press::Finish(line) => {
-            eprintln!("{line}");
+        Press::Note(line) => {
+            if let Some(line) = line {
+                eprintln!("{line}");
+            }
+            STOPPED_BY.store(signal.code(), Ordering::SeqCst);
             PRESSED.store(true, Ordering::SeqCst);
         }
         Press::Quit(line, status) => {
@@ -289,7 +300,7 @@ mod tests {
     }
 
     #[test]
-    fn sigterm_acts_as_ctrl_c_says_so_and_quits_with_143() {
+    fn sigterm_stops_a_run_quits_a_stopping_one_and_never_cuts_its_reports() {
         let out = Path::new("reports/run-1");
         let term = Signal::Terminate;
         assert!(matches!(
@@ -309,13 +320,20 @@ mod tests {
             press(Signal::Interrupt, RUNNING, true, Some(out)),
             Press::Quit(_, 130)
         ));
-        // Once the users have stopped, one SIGTERM (an orchestrator's) lets the run finish
-        // its reports; a second quits.
+        // Once the users have stopped, SIGTERM (an orchestrator's, or a CI runner's after
+        // its SIGINT) never quits: the run finishes its reports; only Ctrl-C quits there.
+        for before in [false, true] {
+            assert!(matches!(
+                press(term, FINISHING, before, Some(out)),
+                Press::Note(Some(line)) if line.contains("reconciling and writing the reports")
+            ));
+        }
         assert!(matches!(
-            press(term, FINISHING, false, Some(out)),
-            Press::Finish(line) if line.contains("reconciling and writing the reports")
+            press(Signal::Interrupt, FINISHING, true, Some(out)),
+            Press::Quit(_, 130)
         ));
-        assert!(matches!(press(term, FINISHING, true, Some(out)), Press::Quit(_, 143)));
-        assert_eq!(press(term, IDLE, false, None), Press::Ignore);
+        // Between runs it is noted, silently: the next run stops as its users start.
+        assert_eq!(press(term, IDLE, false, None), Press::Note(None));
+        assert_eq!(press(term, IDLE, true, None), Press::Note(None));
     }
 }

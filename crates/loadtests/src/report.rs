@@ -51,17 +51,19 @@ pub struct RunInfo {
 pub enum Verdict {
     /// Every gate held over a run that ran as asked (or a person stopped with Ctrl-C).
     Held,
+    /// A gate failed (exit 1; an unread ledger fails every anomaly gate as unknown).
     Failed,
     /// Every gate held, but SIGTERM cut a run short (exit 143).
     CutShort,
 }
 
 impl Verdict {
+    /// How the reports word it.
     pub fn words(self) -> &'static str {
         match self {
             Verdict::Held => "every gate held",
             Verdict::Failed => "a gate failed",
-            Verdict::CutShort => "cut short by SIGTERM",
+            Verdict::CutShort => "run cut short by SIGTERM",
         }
     }
 }
@@ -773,7 +775,7 @@ impl Report {
             .filter_map(|r| {
                 let by = r.stopped_by.as_deref()?;
                 Some(format!(
-                    "{by} stopped run {} after {:.1} s; the counts cover the checkouts that ran",
+                    "{by} stopped run {}, which ran {:.1} s; the counts cover the checkouts that ran",
                     r.run_id, r.duration_secs
                 ))
             })
@@ -937,16 +939,27 @@ impl Report {
 
     /// `junit.xml`: one test case per gate.
     pub fn junit(&self) -> String {
-        let failures = self.gates.iter().filter(|g| !g.passed).count();
+        // A run SIGTERM cut short is one more failed case: the gates judged only part of it.
+        let cut_short: Vec<String> = match self.terminated() {
+            true => self.stopped_early(),
+            false => Vec::new(),
+        };
+        let cases = self.gates.len() + usize::from(!cut_short.is_empty());
+        let failures = self.gates.iter().filter(|g| !g.passed).count() + usize::from(!cut_short.is_empty());
         let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let _ = writeln!(
             s,
-            "<testsuites name=\"fauxpay load\" tests=\"{}\" failures=\"{failures}\">\n  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{:.3}\">",
-            self.gates.len(),
+            "<testsuites name=\"fauxpay load\" tests=\"{cases}\" failures=\"{failures}\">\n  <testsuite name=\"{}\" tests=\"{cases}\" failures=\"{failures}\" errors=\"0\" time=\"{:.3}\">",
             xml(&format!("fauxpay load {}", self.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>().join("+"))),
-            self.gates.len(),
             self.duration_secs
         );
+        if !cut_short.is_empty() {
+            let _ = writeln!(
+                s,
+                "    <testcase classname=\"fauxpay.run\" name=\"the run ran as asked\">\n      <failure message=\"cut short by SIGTERM\">{}</failure>\n    </testcase>",
+                xml(&cut_short.join("\n"))
+            );
+        }
         for g in &self.gates {
             let _ = write!(
                 s,
@@ -1144,6 +1157,38 @@ mod tests {
         assert_eq!(back, r);
         let bad = serde_json::from_str::<GateName>("\"doubled charges\"").unwrap_err();
         assert!(bad.to_string().contains("unknown gate \"doubled charges\""), "{bad}");
+    }
+
+    #[test]
+    fn a_run_sigterm_cut_short_is_not_a_pass_and_every_report_says_so() {
+        let mut r = sample("a", 0, &[10]);
+        assert_eq!(r.verdict(), Verdict::Held);
+        assert_eq!(crate::run::exit_code(&r), 0);
+        // Ctrl-C, a person's: said, and the gates' code kept.
+        r.runs[0].stopped_by = Some("Ctrl-C".into());
+        assert_eq!((r.verdict(), crate::run::exit_code(&r)), (Verdict::Held, 0));
+        assert!(r
+            .summary()
+            .contains("stopped     early: Ctrl-C stopped run a, which ran 10.0 s"));
+        assert!(r.junit().contains("failures=\"0\""));
+        r.runs[0].stopped_by = Some("SIGTERM".into());
+        assert_eq!((r.verdict(), crate::run::exit_code(&r)), (Verdict::CutShort, 143));
+        assert!(r.markdown().starts_with("## fauxpay load: run cut short by SIGTERM ❌"));
+        let junit = r.junit();
+        assert!(
+            junit.contains("tests=\"") && junit.contains("failures=\"1\""),
+            "{junit}"
+        );
+        assert!(junit.contains("<failure message=\"cut short by SIGTERM\">SIGTERM stopped run a, which ran 10.0 s"));
+        // A gate that failed still says so, with 1.
+        let mut failed = sample("b", 1, &[10]);
+        failed.runs[0].stopped_by = Some("SIGTERM".into());
+        assert_eq!((failed.verdict(), crate::run::exit_code(&failed)), (Verdict::Failed, 1));
+        // A report from before `stopped_by` existed reads as a run no signal stopped.
+        let mut old: serde_json::Value = serde_json::to_value(sample("c", 0, &[10])).unwrap();
+        old["runs"][0].as_object_mut().unwrap().remove("stopped_by");
+        let old: Report = serde_json::from_value(old).unwrap();
+        assert_eq!((old.runs[0].stopped_by.clone(), old.verdict()), (None, Verdict::Held));
     }
 
     #[test]

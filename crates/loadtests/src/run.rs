@@ -224,7 +224,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
         .register_scenario(scenario)
         .execute()
         .await;
-    armed.users_stopped();
+    let stopped_by = armed.users_stopped();
     drop(quiet_goose);
     let _ = stop_progress.send(());
     let measured_from = measured_from();
@@ -309,7 +309,7 @@ pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
                 started_ms,
                 duration_secs: duration.as_secs_f64(),
                 payments: payments.len() as u64,
-                stopped_by: crate::interrupt::stopped_by().map(|s| s.name().to_string()),
+                stopped_by: stopped_by.map(|s| s.name().to_string()),
             },
             attempts: payments.iter().map(|p| p.attempts.len() as u64).sum(),
             outcomes: rec.outcomes,
