@@ -1030,3 +1030,45 @@ async fn sigterm_stops_the_run_reports_it_and_exits_143() {
 
     quit_twice(&url, "sigterm-twice", "TERM", "SIGTERM", 143).await;
 }
+
+/// SIGTERM while `fauxpay load` still waits for its target (`--wait-ready`) quits at once
+/// with 143, saying so: as its default did, but also where fauxpay is a container's PID 1,
+/// which ignores a signal it has no handler for.
+#[tokio::test]
+async fn sigterm_before_the_run_starts_quits_at_once() {
+    let out = out_dir("sigterm-waiting");
+    let output = tokio::task::spawn_blocking(move || {
+        // Nothing answers on port 1: the run waits for its target.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fauxpay"))
+            .args([
+                "load",
+                "--target",
+                "http://127.0.0.1:1",
+                "--provider",
+                "http://127.0.0.1:1",
+            ])
+            .args(["--wait-ready", "60s", "--out"])
+            .arg(&out)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        while std::io::BufRead::read_line(&mut stderr, &mut said).unwrap() > 0 && !said.contains("waiting up to") {}
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+        (child.wait().unwrap(), said)
+    })
+    .await
+    .unwrap();
+    let (status, stderr) = output;
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains("fauxpay load: SIGTERM: quitting before the run started"),
+        "{stderr}"
+    );
+}

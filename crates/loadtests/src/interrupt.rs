@@ -13,6 +13,10 @@
 //!   never does, so that the reports are whole if the grace period allows (only Ctrl-C or
 //!   the SIGKILL ends it there). Before, SIGTERM killed a run with no report at all.
 //!
+//! SIGTERM is taken from the moment `fauxpay load` starts (before it waits for its target,
+//! [`listen`]): until a run's users start it quits at once (143), as it did by default,
+//! so a container whose PID 1 is fauxpay, which would otherwise ignore it, still stops.
+//!
 //! goose installs its own Ctrl-C handler at each run's start unless the process has one.
 //! Its second Ctrl-C calls `exit(1)` with only a log line, which `fauxpay load`'s default
 //! log filter hides, so a person who pressed twice (or a `timeout -s INT`, which signals
@@ -75,14 +79,16 @@ impl Signal {
     }
 }
 
-/// No run in progress.
+/// No run in progress (one ran before).
 const IDLE: u8 = 0;
 /// The users are running.
 const RUNNING: u8 = 1;
 /// The users have stopped; the run reconciles and writes its reports.
 const FINISHING: u8 = 2;
+/// No run has started in this process yet.
+const NOT_STARTED: u8 = 3;
 
-static PHASE: AtomicU8 = AtomicU8::new(IDLE);
+static PHASE: AtomicU8 = AtomicU8::new(NOT_STARTED);
 /// Whether a signal has stopped a run of this process, or came while one reconciled or
 /// between runs (SIGTERM): the next runs stop as their users start.
 static PRESSED: AtomicBool = AtomicBool::new(false);
@@ -125,9 +131,18 @@ pub fn arm(out: &Path) -> Armed {
         if let Err(e) = ctrlc::set_handler(|| received(Signal::Interrupt)) {
             tracing::debug!("Ctrl-C: goose's own handler stays ({e})");
         }
-        listen_for_sigterm();
     });
+    listen();
     Armed(())
+}
+
+/// Takes SIGTERM from now on (once per process; [`arm`] does too): called as `fauxpay
+/// load` starts, before it waits for its target. Until a run's users start, a SIGTERM
+/// quits at once. (Ctrl-C is taken only from [`arm`]: before it, its default ends the
+/// process, and `fauxpay demo`'s own handler hears it between runs.)
+pub fn listen() {
+    static LISTEN: Once = Once::new();
+    LISTEN.call_once(listen_for_sigterm);
 }
 
 /// SIGTERM, taken on a thread of its own for the rest of the process (as ctrlc takes
@@ -214,6 +229,12 @@ fn press(signal: Signal, phase: u8, pressed_before: bool, reports: Option<&Path>
         None => format!("fauxpay load: {name}{again}: quitting now"),
     };
     match (phase, pressed_before) {
+        // Nothing to stop or report yet: as SIGTERM's default would, but saying so.
+        (NOT_STARTED, _) if signal == Signal::Terminate => Press::Quit(
+            "fauxpay load: SIGTERM: quitting before the run started".into(),
+            signal.quit_status(),
+        ),
+        (NOT_STARTED, _) => Press::Ignore,
         (RUNNING, false) => Press::Stop(format!(
             "fauxpay load: {name}: stopping; the users finish the checkouts they are in, then the ledger is reconciled and the reports written ({} quits at once)",
             match signal {
@@ -332,6 +353,11 @@ mod tests {
             press(Signal::Interrupt, FINISHING, true, Some(out)),
             Press::Quit(_, 130)
         ));
+        // Before any run: it quits at once, as its default did (a PID 1 would ignore it).
+        assert_eq!(
+            press(term, NOT_STARTED, false, None),
+            Press::Quit("fauxpay load: SIGTERM: quitting before the run started".into(), 143)
+        );
         // Between runs it is noted, silently: the next run stops as its users start.
         assert_eq!(press(term, IDLE, false, None), Press::Note(None));
         assert_eq!(press(term, IDLE, true, None), Press::Note(None));

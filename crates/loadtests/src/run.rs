@@ -35,6 +35,9 @@ pub const DEFAULT_ITERATIONS: usize = 25;
 
 /// Runs a load test; the report says whether every gate held.
 pub async fn run(args: LoadArgs) -> Result<Report, LoadError> {
+    // SIGTERM from here: before the run it quits at once, during it stops the users
+    // (crate::interrupt).
+    crate::interrupt::listen();
     let data = args
         .data
         .as_deref()
