@@ -110,7 +110,7 @@ impl DemoOutcome {
     /// one SIGTERM cut short).
     pub fn kit_behaved(&self) -> bool {
         self.rows.iter().all(|r| match r.strategy {
-            Strategy::Idempotent => r.report.verdict() == fauxpay_loadtests::report::Verdict::Held,
+            Strategy::Idempotent => r.report.verdict() == fauxpay_loadtests::report::RunVerdict::Held,
             _ => r.report.anomalies.double_charges.count > 0 || r.report.anomalies.double_fulfillments.count > 0,
         })
     }

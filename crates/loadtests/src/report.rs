@@ -46,24 +46,28 @@ pub struct RunInfo {
     pub stopped_by: Option<String>,
 }
 
-/// What a report concludes.
+/// What a report concludes (exit codes: [`crate::run::exit_code`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Every gate held over a run that ran as asked (or a person stopped with Ctrl-C).
+pub enum RunVerdict {
+    /// Every gate held over a run that ran as asked (or a person stopped with Ctrl-C): 0.
     Held,
-    /// A gate failed (exit 1; an unread ledger fails every anomaly gate as unknown).
+    /// A gate failed: 1.
     Failed,
-    /// Every gate held, but SIGTERM cut a run short (exit 143).
+    /// Every gate held, but SIGTERM cut a run short: 143.
     CutShort,
+    /// The provider's ledger could not be read after the run, so the anomalies are
+    /// unknown (every anomaly gate fails as `unknown`): 4.
+    Unknown,
 }
 
-impl Verdict {
+impl RunVerdict {
     /// How the reports word it.
     pub fn words(self) -> &'static str {
         match self {
-            Verdict::Held => "every gate held",
-            Verdict::Failed => "a gate failed",
-            Verdict::CutShort => "run cut short by SIGTERM",
+            RunVerdict::Held => "every gate held",
+            RunVerdict::Failed => "a gate failed",
+            RunVerdict::CutShort => "run cut short by SIGTERM",
+            RunVerdict::Unknown => "anomalies unknown: the ledger could not be read",
         }
     }
 }
@@ -739,11 +743,11 @@ impl Report {
         let _ = writeln!(
             s,
             "  result      {}",
-            match (self.ledger_unread.is_some(), self.verdict()) {
-                (true, _) => "unknown: the ledger could not be read (exit 4)",
-                (false, Verdict::CutShort) =>
+            match self.verdict() {
+                RunVerdict::Unknown => "unknown: the ledger could not be read (exit 4)",
+                RunVerdict::CutShort =>
                     "every gate held over the part that ran, but SIGTERM cut the run short (exit 143)",
-                (false, verdict) => verdict.words(),
+                verdict => verdict.words(),
             }
         );
         s
@@ -757,14 +761,17 @@ impl Report {
             .any(|r| r.stopped_by.as_deref() == Some(crate::interrupt::SIGTERM_NAME))
     }
 
-    /// The report's verdict, as the summary, `report.md` and `report.html` word it.
-    pub fn verdict(&self) -> Verdict {
-        if !self.passed() {
-            Verdict::Failed
+    /// The report's verdict, as the summary, `report.md`, `report.html` and the exit code
+    /// take it.
+    pub fn verdict(&self) -> RunVerdict {
+        if self.ledger_unread.is_some() {
+            RunVerdict::Unknown
+        } else if !self.passed() {
+            RunVerdict::Failed
         } else if self.terminated() {
-            Verdict::CutShort
+            RunVerdict::CutShort
         } else {
-            Verdict::Held
+            RunVerdict::Held
         }
     }
 
@@ -820,7 +827,11 @@ impl Report {
             s,
             "## fauxpay load: {} {}\n",
             self.verdict().words(),
-            if self.verdict() == Verdict::Held { "✅" } else { "❌" }
+            if self.verdict() == RunVerdict::Held {
+                "✅"
+            } else {
+                "❌"
+            }
         );
         let _ = writeln!(s, "{}\n", self.title());
         for line in self.stopped_early() {
@@ -1162,17 +1173,17 @@ mod tests {
     #[test]
     fn a_run_sigterm_cut_short_is_not_a_pass_and_every_report_says_so() {
         let mut r = sample("a", 0, &[10]);
-        assert_eq!(r.verdict(), Verdict::Held);
+        assert_eq!(r.verdict(), RunVerdict::Held);
         assert_eq!(crate::run::exit_code(&r), 0);
         // Ctrl-C, a person's: said, and the gates' code kept.
         r.runs[0].stopped_by = Some("Ctrl-C".into());
-        assert_eq!((r.verdict(), crate::run::exit_code(&r)), (Verdict::Held, 0));
+        assert_eq!((r.verdict(), crate::run::exit_code(&r)), (RunVerdict::Held, 0));
         assert!(r
             .summary()
             .contains("stopped     early: Ctrl-C stopped run a, which ran 10.0 s"));
         assert!(r.junit().contains("failures=\"0\""));
         r.runs[0].stopped_by = Some("SIGTERM".into());
-        assert_eq!((r.verdict(), crate::run::exit_code(&r)), (Verdict::CutShort, 143));
+        assert_eq!((r.verdict(), crate::run::exit_code(&r)), (RunVerdict::CutShort, 143));
         assert!(r.markdown().starts_with("## fauxpay load: run cut short by SIGTERM ❌"));
         let junit = r.junit();
         assert!(
@@ -1183,12 +1194,30 @@ mod tests {
         // A gate that failed still says so, with 1.
         let mut failed = sample("b", 1, &[10]);
         failed.runs[0].stopped_by = Some("SIGTERM".into());
-        assert_eq!((failed.verdict(), crate::run::exit_code(&failed)), (Verdict::Failed, 1));
+        assert_eq!(
+            (failed.verdict(), crate::run::exit_code(&failed)),
+            (RunVerdict::Failed, 1)
+        );
+        // An unread ledger is its own verdict (not "a gate failed"), and exits 4.
+        let unread = sample("d", 0, &[10]).ledger_unread("the provider is gone".into());
+        assert_eq!(
+            (unread.verdict(), crate::run::exit_code(&unread)),
+            (RunVerdict::Unknown, 4)
+        );
+        assert!(unread
+            .markdown()
+            .starts_with("## fauxpay load: anomalies unknown: the ledger could not be read ❌"));
+        assert!(unread
+            .summary()
+            .contains("  result      unknown: the ledger could not be read (exit 4)"));
         // A report from before `stopped_by` existed reads as a run no signal stopped.
         let mut old: serde_json::Value = serde_json::to_value(sample("c", 0, &[10])).unwrap();
         old["runs"][0].as_object_mut().unwrap().remove("stopped_by");
         let old: Report = serde_json::from_value(old).unwrap();
-        assert_eq!((old.runs[0].stopped_by.clone(), old.verdict()), (None, Verdict::Held));
+        assert_eq!(
+            (old.runs[0].stopped_by.clone(), old.verdict()),
+            (None, RunVerdict::Held)
+        );
     }
 
     #[test]

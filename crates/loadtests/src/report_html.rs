@@ -245,7 +245,7 @@ fn list(items: &[String]) -> Markup {
 
 pub fn render(report: &Report) -> String {
     let verdict = report.verdict();
-    let passed = verdict == crate::report::Verdict::Held;
+    let passed = verdict == crate::report::RunVerdict::Held;
     let o = &report.outcomes;
     let a = &report.anomalies;
     html! {

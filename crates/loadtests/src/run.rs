@@ -26,7 +26,7 @@ use crate::mix::Mix;
 use crate::progress;
 use crate::reconcile::reconcile;
 use crate::reconcile::Anomalies;
-use crate::report::{Measured, Report, RunInfo, Thresholds};
+use crate::report::{Measured, Report, RunInfo, RunVerdict, Thresholds};
 use crate::scenario::{RunSetup, RunState};
 use crate::timeline::{provider_profile, Timeline};
 
@@ -587,16 +587,13 @@ async fn ready(http: &reqwest::Client, target: &str, provider: &str) -> Result<(
 /// provider unreachable before the run; 130 and 143 also end a run quit by a second
 /// signal, before its reports.)
 pub fn exit_code(report: &Report) -> u8 {
-    if report.ledger_unread.is_some() {
-        4
-    } else if !report.passed() {
-        1
-    } else if report.terminated() {
+    match report.verdict() {
+        RunVerdict::Unknown => 4,
+        RunVerdict::Failed => 1,
         // As a shell reports a process SIGTERM ended: a run cut short by a deadline or an
         // eviction is not a pass (its reports are whole, for what ran).
-        crate::interrupt::TERM_STATUS as u8
-    } else {
-        0
+        RunVerdict::CutShort => crate::interrupt::TERM_STATUS as u8,
+        RunVerdict::Held => 0,
     }
 }
 
