@@ -21,8 +21,9 @@
 //! Its second Ctrl-C calls `exit(1)` with only a log line, which `fauxpay load`'s default
 //! log filter hides, so a person who pressed twice (or a `timeout -s INT`, which signals
 //! the process and then its group) saw the run end with no word and half its reports.
-//! The SIGINT handler (ctrlc) is installed first, once per process, and goose's steps
-//! aside; SIGTERM is taken by a thread of its own (signal-hook), installed with it.
+//! The SIGINT handler (ctrlc) is installed at the first run's start, once per process, and
+//! goose's steps aside; SIGTERM is taken by a thread of its own (signal-hook), from
+//! [`listen`] on.
 //!
 //! Between runs (`fauxpay demo` runs one per merchant, then may keep serving) a first
 //! Ctrl-C is left to whoever else listens for it, as goose's handler left it, and a
