@@ -19,6 +19,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use fauxpay_loadtests::report::RunVerdict;
 use fauxpay_loadtests::{LoadArgs, LoadError, Report};
 
 use fauxpay_faults as faults;
@@ -110,7 +111,7 @@ impl DemoOutcome {
     /// one SIGTERM cut short).
     pub fn kit_behaved(&self) -> bool {
         self.rows.iter().all(|r| match r.strategy {
-            Strategy::Idempotent => r.report.verdict() == fauxpay_loadtests::report::RunVerdict::Held,
+            Strategy::Idempotent => r.report.verdict() == RunVerdict::Held,
             _ => r.report.anomalies.double_charges.count > 0 || r.report.anomalies.double_fulfillments.count > 0,
         })
     }

@@ -925,7 +925,7 @@ async fn interrupted(url: &str, name: &str, signals: &[&str]) -> (std::process::
                 .status()
                 .unwrap();
             assert!(status.success());
-            let named = if signal == "INT" { "Ctrl-C" } else { "SIGTERM" };
+            let named = named(signal);
             let mut line = String::new();
             while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 && !line.contains(named) {
                 said.push_str(&line);
@@ -942,10 +942,20 @@ async fn interrupted(url: &str, name: &str, signals: &[&str]) -> (std::process::
     .unwrap()
 }
 
-/// One `signal` (`"INT"`, named `Ctrl-C` in the lines, or `"TERM"`, `SIGTERM`) stops the
-/// users, and the ledger is reconciled and every report written, saying so; the run exits
-/// with `code`. Its standard output and reports folder.
-async fn stopped_once(url: &str, dir: &str, signal: &str, named: &str, code: i32) -> (String, PathBuf) {
+/// How `fauxpay load`'s lines and reports name `kill`'s signal (`"INT"` or `"TERM"`).
+fn named(signal: &str) -> &'static str {
+    if signal == "INT" {
+        "Ctrl-C"
+    } else {
+        "SIGTERM"
+    }
+}
+
+/// One `signal` (`"INT"` or `"TERM"`) stops the users, and the ledger is reconciled and
+/// every report written, saying so; the run exits with `code`. Its standard output and
+/// reports folder.
+async fn stopped_once(url: &str, dir: &str, signal: &str, code: i32) -> (String, PathBuf) {
+    let named = named(signal);
     let (stopped, out) = interrupted(url, dir, &[signal]).await;
     let stderr = String::from_utf8_lossy(&stopped.stderr);
     let stdout = String::from_utf8_lossy(&stopped.stdout).into_owned();
@@ -963,7 +973,8 @@ async fn stopped_once(url: &str, dir: &str, signal: &str, named: &str, code: i32
 
 /// Two `signal`s: the second quits at once with `code`, saying the reports are
 /// incomplete, and none is written. The reports folder.
-async fn quit_twice(url: &str, dir: &str, signal: &str, named: &str, code: i32) -> PathBuf {
+async fn quit_twice(url: &str, dir: &str, signal: &str, code: i32) -> PathBuf {
+    let named = named(signal);
     let (quit, out) = interrupted(url, dir, &[signal, signal]).await;
     let stderr = String::from_utf8_lossy(&quit.stderr);
     assert_eq!(quit.status.code(), Some(code), "{stderr}");
@@ -985,11 +996,11 @@ async fn ctrl_c_stops_the_run_and_reconciles_and_a_second_quits_saying_so() {
 
     // Once: the users stop, the ledger is reconciled, every report is written, and the
     // run exits with its gates' code.
-    let (stdout, _) = stopped_once(&url, "ctrl-c-once", "INT", "Ctrl-C", 0).await;
+    let (stdout, _) = stopped_once(&url, "ctrl-c-once", "INT", 0).await;
     assert!(stdout.contains("  result      every gate held\n"), "{stdout}");
 
     // Twice: it quits at once with 130 and says the reports are incomplete.
-    let out = quit_twice(&url, "ctrl-c-twice", "INT", "Ctrl-C", 130).await;
+    let out = quit_twice(&url, "ctrl-c-twice", "INT", 130).await;
     // The journal is whole JSON lines, a drain (20 ms) behind (`fauxpay report reconcile`
     // needs the report.json a finished run writes; the lines are for a person or a tool).
     let journal = std::fs::read_to_string(out.join("journal.jsonl")).unwrap();
@@ -1013,7 +1024,7 @@ async fn sigterm_stops_the_run_reports_it_and_exits_143() {
 
     // Once: whole reports that say SIGTERM stopped the run, and 143 although every gate
     // held over the part that ran (an evicted or timed-out run is not a pass).
-    let (stdout, out) = stopped_once(&url, "sigterm-once", "TERM", "SIGTERM", 143).await;
+    let (stdout, out) = stopped_once(&url, "sigterm-once", "TERM", 143).await;
     assert!(
         stdout.contains("every gate held over the part that ran, but SIGTERM cut the run short (exit 143)"),
         "{stdout}"
@@ -1028,7 +1039,7 @@ async fn sigterm_stops_the_run_reports_it_and_exits_143() {
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     assert!(junit.contains("<failure message=\"cut short by SIGTERM\">"), "{junit}");
 
-    quit_twice(&url, "sigterm-twice", "TERM", "SIGTERM", 143).await;
+    quit_twice(&url, "sigterm-twice", "TERM", 143).await;
 }
 
 /// SIGTERM while `fauxpay load` still waits for its target (`--wait-ready`) quits at once

@@ -32,7 +32,7 @@
 //! itself: after `fauxpay demo`'s runs its own handlers hear it too.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, Once};
 
 /// The exit status after a Ctrl-C that quits: 128 + SIGINT, as a shell reports a
@@ -78,6 +78,22 @@ impl Signal {
             Signal::Terminate => TERM_STATUS,
         }
     }
+
+    /// How [`STOPPED_BY`] keeps it (0 is none).
+    fn code(self) -> u8 {
+        match self {
+            Signal::Interrupt => 1,
+            Signal::Terminate => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Signal> {
+        match code {
+            1 => Some(Signal::Interrupt),
+            2 => Some(Signal::Terminate),
+            _ => None,
+        }
+    }
 }
 
 /// No run in progress (one ran before).
@@ -90,11 +106,9 @@ const FINISHING: u8 = 2;
 const NOT_STARTED: u8 = 3;
 
 static PHASE: AtomicU8 = AtomicU8::new(NOT_STARTED);
-/// Whether a signal has stopped a run of this process, or came while one reconciled or
-/// between runs (SIGTERM): the next runs stop as their users start.
-static PRESSED: AtomicBool = AtomicBool::new(false);
-/// The last signal that stopped, or asked to stop, this process's runs: 0 none, else
-/// [`Signal::code`].
+/// The last signal that stopped a run of this process, or came while one reconciled or
+/// between runs (SIGTERM): 0 none, else [`Signal::code`]. Once set, the next runs stop as
+/// their users start.
 static STOPPED_BY: AtomicU8 = AtomicU8::new(0);
 /// The run's reports folder, while a run is in progress.
 static REPORTS: Mutex<Option<PathBuf>> = Mutex::new(None);
@@ -174,9 +188,8 @@ fn listen_for_sigterm() {}
 /// Called as each user starts: goose clears its killswitch when its run starts, after
 /// [`arm`], so a signal that came in between is applied again here.
 pub fn users_started() {
-    if PHASE.load(Ordering::Relaxed) == RUNNING && PRESSED.load(Ordering::Relaxed) && !goose::is_killswitch_triggered()
-    {
-        if let Some(signal) = stopped_by() {
+    if let (RUNNING, Some(signal)) = (PHASE.load(Ordering::Relaxed), stopped_by()) {
+        if !goose::is_killswitch_triggered() {
             goose::trigger_killswitch(signal.reason());
         }
     }
@@ -185,23 +198,6 @@ pub fn users_started() {
 /// The last signal that stopped, or asked to stop, a run of this process.
 fn stopped_by() -> Option<Signal> {
     Signal::from_code(STOPPED_BY.load(Ordering::SeqCst))
-}
-
-impl Signal {
-    fn code(self) -> u8 {
-        match self {
-            Signal::Interrupt => 1,
-            Signal::Terminate => 2,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<Signal> {
-        match code {
-            1 => Some(Signal::Interrupt),
-            2 => Some(Signal::Terminate),
-            _ => None,
-        }
-    }
 }
 
 /// What a signal does, and the line it prints.
@@ -262,14 +258,13 @@ fn received(signal: Signal) {
     match press(
         signal,
         PHASE.load(Ordering::SeqCst),
-        PRESSED.load(Ordering::SeqCst),
+        stopped_by().is_some(),
         dir.as_deref(),
     ) {
         Press::Ignore => {}
         Press::Stop(line) => {
             eprintln!("{line}");
             STOPPED_BY.store(signal.code(), Ordering::SeqCst);
-            PRESSED.store(true, Ordering::SeqCst);
             goose::trigger_killswitch(signal.reason());
         }
         Press::Note(line) => {
@@ -277,7 +272,6 @@ fn received(signal: Signal) {
                 eprintln!("{line}");
             }
             STOPPED_BY.store(signal.code(), Ordering::SeqCst);
-            PRESSED.store(true, Ordering::SeqCst);
         }
         Press::Quit(line, status) => {
             eprintln!("{line}");

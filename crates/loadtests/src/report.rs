@@ -823,15 +823,12 @@ impl Report {
     pub fn markdown(&self) -> String {
         let o = &self.outcomes;
         let mut s = String::new();
+        let verdict = self.verdict();
         let _ = writeln!(
             s,
             "## fauxpay load: {} {}\n",
-            self.verdict().words(),
-            if self.verdict() == RunVerdict::Held {
-                "✅"
-            } else {
-                "❌"
-            }
+            verdict.words(),
+            if verdict == RunVerdict::Held { "✅" } else { "❌" }
         );
         let _ = writeln!(s, "{}\n", self.title());
         for line in self.stopped_early() {
@@ -951,12 +948,10 @@ impl Report {
     /// `junit.xml`: one test case per gate.
     pub fn junit(&self) -> String {
         // A run SIGTERM cut short is one more failed case: the gates judged only part of it.
-        let cut_short: Vec<String> = match self.terminated() {
-            true => self.stopped_early(),
-            false => Vec::new(),
-        };
-        let cases = self.gates.len() + usize::from(!cut_short.is_empty());
-        let failures = self.gates.iter().filter(|g| !g.passed).count() + usize::from(!cut_short.is_empty());
+        let cut_short = self.terminated().then(|| self.stopped_early().join("\n"));
+        let extra = usize::from(cut_short.is_some());
+        let cases = self.gates.len() + extra;
+        let failures = self.gates.iter().filter(|g| !g.passed).count() + extra;
         let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
         let _ = writeln!(
             s,
@@ -964,11 +959,11 @@ impl Report {
             xml(&format!("fauxpay load {}", self.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>().join("+"))),
             self.duration_secs
         );
-        if !cut_short.is_empty() {
+        if let Some(lines) = cut_short {
             let _ = writeln!(
                 s,
                 "    <testcase classname=\"fauxpay.run\" name=\"the run ran as asked\">\n      <failure message=\"cut short by SIGTERM\">{}</failure>\n    </testcase>",
-                xml(&cut_short.join("\n"))
+                xml(&lines)
             );
         }
         for g in &self.gates {
@@ -1186,10 +1181,9 @@ mod tests {
         assert_eq!((r.verdict(), crate::run::exit_code(&r)), (RunVerdict::CutShort, 143));
         assert!(r.markdown().starts_with("## fauxpay load: run cut short by SIGTERM ❌"));
         let junit = r.junit();
-        assert!(
-            junit.contains("tests=\"") && junit.contains("failures=\"1\""),
-            "{junit}"
-        );
+        // Every gate's case and one for the run, which failed.
+        let cases = format!("tests=\"{}\" failures=\"1\"", r.gates.len() + 1);
+        assert!(junit.contains(&cases), "{junit}");
         assert!(junit.contains("<failure message=\"cut short by SIGTERM\">SIGTERM stopped run a, which ran 10.0 s"));
         // A gate that failed still says so, with 1.
         let mut failed = sample("b", 1, &[10]);
