@@ -377,6 +377,7 @@ if has_row new || has_row p99; then
   if has_row new; then
     ceiling new.lua "new payment"
     c=$(median "${A_VALUES[@]}")
+    NEW_CEILING=$c
     row "provider: new payment intent ÷ its ceiling row" "$(fmt "$PEAK") req/s" "$(fmt "$c") req/s" "$(fmt "$(calc "$PEAK / $c")" 2)" "≥ 0.60" "$(ge "$(calc "$PEAK / $c")" 0.60)"
   fi
 fi
@@ -391,6 +392,7 @@ if has_row replay; then
   RAW+=("replay: provider req/s ${A_VALUES[*]}; hello req/s ${B_VALUES[*]}; ratios ${RATIOS[*]}; $REPLAY_CPU")
   ceiling replay.lua replay
   c=$(median "${A_VALUES[@]}")
+  REPLAY_CEILING=$c
   row "provider: idempotent replay ÷ its ceiling row" "$(fmt "$REPLAY") req/s" "$(fmt "$c") req/s" "$(fmt "$(calc "$REPLAY / $c")" 2)" "≥ 0.90" "$(ge "$(calc "$REPLAY / $c")" 0.90)"
 fi
 
@@ -777,12 +779,15 @@ if has_row inproc; then
   ONE=()
   TWO=()
   APART=()
+  REPLAYS=()
   for i in $(seq "$RUNS"); do
     out=$(timeout 300 "$BIN/inproc" 200000)
     ONE+=("$(json "$(echo "$out" | sed -n 1p)" per_second)")
     TWO+=("$(json "$(echo "$out" | sed -n 2p)" per_second)")
     APART+=("$(json "$(echo "$out" | sed -n 3p)" per_second)")
-    echo "  run $i: $(echo "$out" | tr '\n' ' ')" >&2
+    replays=$(timeout 300 "$BIN/inproc" 200000 1 replay)
+    REPLAYS+=("$(json "$replays" per_second)")
+    echo "  run $i: $(echo "$out" | tr '\n' ' ')$replays" >&2
   done
   one=$(median "${ONE[@]}")
   two=$(median "${TWO[@]}")
@@ -793,7 +798,26 @@ if has_row inproc; then
   # one-thread run's), so what the host gives two busy cores, with no contention inside
   # fauxpay. Reported: the row above is below it by what the shared provider costs.
   row "ceiling of the in-process row: 2 threads on a provider each ÷ 1 thread" "$(fmt "$apart") /s" "$(fmt "$one") /s" "$(fmt "$(calc "$apart / $one")" 2)" "reported" 1
-  RAW+=("inproc: payments/s from 1 thread ${ONE[*]}; from 2 threads on one provider ${TWO[*]}; from 2 threads on a provider each ${APART[*]}")
+  RAW+=("inproc: payments/s from 1 thread ${ONE[*]}; from 2 threads on one provider ${TWO[*]}; from 2 threads on a provider each ${APART[*]}; replays/s from 1 thread ${REPLAYS[*]}")
+  # The floors under the new-payment and replay rows: what the pipeline alone (the form
+  # parsed, faults, idempotency, the operation, the request log, the answer's JSON; no
+  # socket, HTTP parser or router) costs a request on one thread, against the time the
+  # row's target leaves the provider beyond its ceiling row in this run: at a target T of
+  # the ceiling's rate C, a request may take 1/(T·C) of the server's core, the ceiling
+  # 1/C, so (1/T - 1)/C is left for the provider's own work. A floor above it (a ratio
+  # over 1) is a target no change at the HTTP edge can reach. Reported (issue 27).
+  floor_row() { # WHAT PER_SECOND CEILING TARGET
+    local us budget
+    us=$(calc "1000000 / $2")
+    if [ -n "$3" ]; then
+      budget=$(calc "(1 / $4 - 1) * 1000000 / $3")
+      row "floor of the $1 row: the pipeline alone, in process, 1 thread, against what ≥ $4 of its ceiling row leaves beyond it" "$(fmt "$us" 1) µs" "$(fmt "$budget" 1) µs" "$(fmt "$(calc "$us / $budget")" 2)" "reported" 1
+    else
+      row "floor of the $1 row: the pipeline alone, in process, 1 thread (run its row for the time its target leaves)" "$(fmt "$us" 1) µs" "—" "—" "reported" 1
+    fi
+  }
+  floor_row "new payment" "$one" "${NEW_CEILING:-}" 0.60
+  floor_row "replay" "$(median "${REPLAYS[@]}")" "${REPLAY_CEILING:-}" 0.90
 fi
 
 if has_row peers; then
