@@ -11,6 +11,8 @@
 # how near hello a provider with no work of its own could come on this host.
 # The in-process row adds one too: two threads each on a provider of its own, against
 # one thread: what the host gives two busy cores with no contention inside fauxpay.
+# It also reports the floors under the new and replay rows: the pipeline alone, in
+# process on one thread, against the time each row's target leaves beyond its ceiling.
 #
 #   bench/run.sh                       # all rows, about 12 minutes (BENCH_RUNS=5: 15)
 #   BENCH_ROWS="new replay" bench/run.sh
@@ -362,6 +364,9 @@ ceiling() {
 
 # ---------------------------------------------------------------- rows
 PEAK=
+# The ceiling rows' req/s, for the in-process floors (set by the new and replay rows).
+NEW_CEILING=
+REPLAY_CEILING=
 if has_row new || has_row p99; then
   echo "== provider: new payment intents vs hello-world (wrk new.lua, $CONNS connections, ${SECS}s x $RUNS pairs)" >&2
   ab new.lua "$CONNS" rps
@@ -775,7 +780,7 @@ if has_row reconcile; then
 fi
 
 if has_row inproc; then
-  echo "== provider in process: new payments from 1 thread, then 2 on one provider, then 2 on a provider each (the pipeline, no sockets)" >&2
+  echo "== provider in process: new payments from 1 thread, then 2 on one provider, then 2 on a provider each, then replays from 1 thread (the pipeline, no sockets)" >&2
   ONE=()
   TWO=()
   APART=()
@@ -816,8 +821,8 @@ if has_row inproc; then
       row "floor of the $1 row: the pipeline alone, in process, 1 thread (run its row for the time its target leaves)" "$(fmt "$us" 1) µs" "—" "—" "reported" 1
     fi
   }
-  floor_row "new payment" "$one" "${NEW_CEILING:-}" 0.60
-  floor_row "replay" "$(median "${REPLAYS[@]}")" "${REPLAY_CEILING:-}" 0.90
+  floor_row "new payment" "$one" "$NEW_CEILING" 0.60
+  floor_row "replay" "$(median "${REPLAYS[@]}")" "$REPLAY_CEILING" 0.90
 fi
 
 if has_row peers; then

@@ -23,7 +23,8 @@
 //!       # default 200000 a run, from 1 thread, 2 threads on one provider, 2 threads on
 //!       # a provider each (or only THREADS, on one provider or, with `apart`, on one
 //!       # each, e.g. under a profiler; with `replay`, replays on one provider); one
-//!       # JSON line each (`"replay":true` on a replay run's)
+//!       # JSON line each (`"replay":true` on a replay run's, whose `payments` counts
+//!       # the replays)
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -101,9 +102,10 @@ fn rate(threads: usize, payments: usize, mode: Mode) -> f64 {
                 let key = ApiKey::new("sk_test_inproc");
                 tokio::spawn(async move {
                     for i in 0..per {
-                        let (body, idem) = payment("t", t, if mode == Mode::Replay { 0 } else { i });
+                        let n = if mode == Mode::Replay { 0 } else { i };
+                        let (body, idem) = payment("t", t, n);
                         let status = post_in_process(&app, &key, "/v1/payment_intents", Some(&idem), &body).await;
-                        assert_eq!(status, 200, "payment {t}-{i}");
+                        assert_eq!(status, 200, "payment {t}-{n}, request {i} of thread {t}");
                     }
                 })
             })
