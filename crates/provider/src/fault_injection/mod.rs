@@ -34,6 +34,10 @@ pub struct ActiveProfile {
     pub engine: FaultEngine,
     /// Whether a rule matches on metadata (otherwise requests' metadata is not copied).
     needs_metadata: bool,
+    /// Whether a rule matches on a parameter (amount, payment method or metadata): if
+    /// none does, a request's plan is the same whatever its parameters, unless its
+    /// payment method forces a fault.
+    reads_params: bool,
     /// The profile's text as given (TOML or JSON), served back by `GET /__fauxpay/profile`.
     pub source: String,
     pub activated_at: Instant,
@@ -200,6 +204,23 @@ impl FaultInjector {
         self.active.load()
     }
 
+    /// Whether the profile in force matches on a request's parameters (the replay lane
+    /// is closed while it does: [`crate::idempotency::lane`]).
+    pub fn reads_params(&self) -> bool {
+        self.active.load().reads_params
+    }
+
+    /// Whether `params` name a payment method that forces a fault (as [`Self::plan`]
+    /// reads it).
+    pub fn forced_by_params(&self, params: &Params) -> bool {
+        params
+            .opt_str("payment_method")
+            .ok()
+            .flatten()
+            .and_then(faults::forced_by_payment_method)
+            .is_some()
+    }
+
     /// Makes `profile` the active one, atomically; its windows start now.
     pub fn swap(&self, profile: Profile, source: String) -> Arc<ActiveProfile> {
         let next = Arc::new(activate(profile, source));
@@ -353,6 +374,9 @@ pub fn counted_identity(key: Option<&IdempotencyKey>, correlation_id: Option<&Co
 fn activate(profile: Profile, source: String) -> ActiveProfile {
     ActiveProfile {
         needs_metadata: profile.rules.iter().any(|r| !r.matches.metadata.is_empty()),
+        reads_params: profile.rules.iter().any(|r| {
+            r.matches.amount.is_some() || r.matches.payment_method.is_some() || !r.matches.metadata.is_empty()
+        }),
         engine: FaultEngine::new(profile),
         source,
         activated_at: Instant::now(),

@@ -22,7 +22,7 @@ use crate::config::Config;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::idempotency::key::IdempotencyKey;
 use crate::idempotency::Mode;
-use crate::pipeline::Request as PipelineRequest;
+use crate::pipeline::{self, Body as PipelineBody, Request as PipelineRequest};
 use crate::resources::endpoint::Verb;
 use crate::stripe::ids::{ApiKey, RequestId};
 use crate::stripe::params::Params;
@@ -33,6 +33,8 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// A parsed Stripe API request: what the pipeline needs, and what only the edge does.
 pub struct ApiRequest {
     pub request: PipelineRequest,
+    /// How its body reached the pipeline (always parsed, but for [`LaneRequest`]).
+    pub body: PipelineBody,
     /// The `Idempotency-Key` header as sent (echoed back when it is exactly the key).
     pub key_header: Option<HeaderValue>,
     /// The connection the request came on, for faults that break it.
@@ -66,39 +68,66 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
     type Rejection = Rejection;
 
     async fn from_request(req: Request<Body>, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let request_id = parts
-            .extensions
-            .get::<RequestId>()
-            .copied()
-            .unwrap_or_else(RequestId::generate);
-        // Set by the handler from `Authenticated` (admin routes have none).
-        let api_key = ApiKey::none();
-        let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
-        let params = if reads_query {
-            Params::from_form(parts.uri.query().unwrap_or("").as_bytes()).map_err(Rejection)?
+        extract(req, state, false).await
+    }
+}
+
+/// An [`ApiRequest`] whose keyed form body may come from the replay lane unparsed
+/// ([`crate::pipeline::form_body`]): for handlers that read no parameter themselves
+/// and hand the request and its body to [`crate::pipeline::run_body`].
+pub struct LaneRequest(pub ApiRequest);
+
+impl FromRequest<Arc<Provider>> for LaneRequest {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request<Body>, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
+        extract(req, state, true).await.map(Self)
+    }
+}
+
+async fn extract(req: Request<Body>, state: &Arc<Provider>, lane: bool) -> Result<ApiRequest, Rejection> {
+    let (parts, body) = req.into_parts();
+    let request_id = parts
+        .extensions
+        .get::<RequestId>()
+        .copied()
+        .unwrap_or_else(RequestId::generate);
+    // Set by the handler from `Authenticated` (admin routes have none).
+    let api_key = ApiKey::none();
+    let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
+    let key_header = parts.headers.get(&headers::IDEMPOTENCY_KEY).cloned();
+    let forced_fault = parts
+        .headers
+        .get(&headers::FAUXPAY_FAULT)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
+    let (params, body) = if reads_query {
+        let params = Params::from_form(parts.uri.query().unwrap_or("").as_bytes()).map_err(Rejection)?;
+        (params, PipelineBody::Parsed(None))
+    } else {
+        let bytes = read_body(&parts, body, state.config.limits.body_timeout)
+            .await
+            .map_err(Rejection)?;
+        let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+        if lane && key_header.is_some() && forced_fault.is_none() && is_form(content_type) {
+            pipeline::form_body(state, parts.uri.path(), true, bytes).map_err(Rejection)?
         } else {
-            let bytes = read_body(&parts, body, state.config.limits.body_timeout)
-                .await
-                .map_err(Rejection)?;
-            parse_body(
-                parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()),
-                &bytes,
+            (
+                parse_body(content_type, &bytes).map_err(Rejection)?,
+                PipelineBody::Parsed(None),
             )
-            .map_err(Rejection)?
-        };
-        let key_header = parts.headers.get(&headers::IDEMPOTENCY_KEY).cloned();
-        let idempotency_key = if reads_query {
-            None
-        } else if parts.headers.get_all(&headers::IDEMPOTENCY_KEY).iter().nth(1).is_some() {
-            // Which one would be the key? Taking the first would silently ignore the other.
-            return Err(Rejection(ApiError::invalid_request(
-                "A request may carry one Idempotency-Key header; this one has several.",
-                Some("Idempotency-Key".into()),
-            )));
-        } else {
-            let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
-            match raw {
+        }
+    };
+    let idempotency_key = if reads_query {
+        None
+    } else if parts.headers.get_all(&headers::IDEMPOTENCY_KEY).iter().nth(1).is_some() {
+        // Which one would be the key? Taking the first would silently ignore the other.
+        return Err(Rejection(ApiError::invalid_request(
+            "A request may carry one Idempotency-Key header; this one has several.",
+            Some("Idempotency-Key".into()),
+        )));
+    } else {
+        let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
+        match raw {
                 Some(raw) => Some(IdempotencyKey::from_header(raw, state.config.idempotency).map_err(Rejection)?),
                 None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
                     return Err(Rejection(
@@ -111,32 +140,28 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
                 }
                 None => None,
             }
-        };
-        let forced_fault = parts
-            .headers
-            .get(&headers::FAUXPAY_FAULT)
-            .map(|v| v.to_str().unwrap_or("\u{fffd}").to_string());
-        let origin = origin(parts.headers.get(header::HOST));
-        let verb = match parts.method {
-            Method::GET => Verb::Get,
-            Method::DELETE => Verb::Delete,
-            _ => Verb::Post,
-        };
-        Ok(Self {
-            request: PipelineRequest {
-                request_id,
-                api_key,
-                verb,
-                path: parts.uri.path().to_string(),
-                idempotency_key,
-                params,
-                forced_fault,
-                origin,
-            },
-            key_header,
-            connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
-        })
-    }
+    };
+    let origin = origin(parts.headers.get(header::HOST));
+    let verb = match parts.method {
+        Method::GET => Verb::Get,
+        Method::DELETE => Verb::Delete,
+        _ => Verb::Post,
+    };
+    Ok(ApiRequest {
+        request: PipelineRequest {
+            request_id,
+            api_key,
+            verb,
+            path: parts.uri.path().to_string(),
+            idempotency_key,
+            params,
+            forced_fault,
+            origin,
+        },
+        body,
+        key_header,
+        connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
+    })
 }
 
 /// Reads a request body of at most [`MAX_BODY_BYTES`] within `timeout`: a declared
@@ -273,9 +298,20 @@ pub fn api_key(header: Option<&HeaderValue>, config: &Config) -> Result<ApiKey, 
     }
 }
 
+/// The media type of a `Content-Type` header (none: the empty string).
+fn mime(content_type: Option<&str>) -> &str {
+    content_type.map_or("", |c| c.split(';').next().unwrap_or("").trim())
+}
+
+/// Whether a body of `content_type` is parsed as a form (none given counts as one).
+fn is_form(content_type: Option<&str>) -> bool {
+    let mime = mime(content_type);
+    mime.is_empty() || mime.eq_ignore_ascii_case("application/x-www-form-urlencoded")
+}
+
 fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiError> {
-    let mime = content_type.map_or("", |c| c.split(';').next().unwrap_or("").trim());
-    if mime.is_empty() || mime.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+    let mime = mime(content_type);
+    if is_form(content_type) {
         Params::from_form(bytes)
     } else if mime.eq_ignore_ascii_case("application/json") {
         Params::from_json(bytes)

@@ -3,8 +3,9 @@
 //!
 //! Every `/v1` endpoint has the same thin handler: authenticate (`Authenticated`, so a
 //! request without a valid key gets its 401 before anything else is looked at), extract
-//! an [`ApiRequest`], run the pipeline, carry out its delivery. Adding a resource is
-//! one line in [`RESOURCES`](crate::resources::RESOURCES).
+//! the request ([`LaneRequest`]: a byte-identical retry's body may come from the replay
+//! lane unparsed), run the pipeline, carry out its delivery. Adding a resource is one
+//! line in [`RESOURCES`](crate::resources::RESOURCES).
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
 
-use super::extract::{ApiRequest, Authenticated};
+use super::extract::{Authenticated, LaneRequest};
 use super::observe::Observe;
 use super::response::deliver;
 use super::{admin, checkout, dashboard, stripe_js, three_ds};
@@ -60,7 +61,10 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
     };
     on(
         filter,
-        move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, mut req: ApiRequest| async move {
+        move |State(app): State<AppState>,
+              auth: Authenticated,
+              path: RawPathParams,
+              LaneRequest(mut req): LaneRequest| async move {
             if endpoint.publishable == Publishable::Refused && auth.0.as_str().starts_with("pk_") {
                 return ApiError::new(
                     Status::Forbidden,
@@ -75,7 +79,7 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
                 id: values.next().unwrap_or(""),
                 sub: values.next().unwrap_or(""),
             };
-            let delivery = pipeline::run(&app, req.request, endpoint, ids).await;
+            let delivery = pipeline::run_body(&app, req.request, req.body, endpoint, ids).await;
             deliver(delivery, req.key_header.as_ref(), req.connection).await
         },
     )

@@ -25,6 +25,9 @@ pub struct Arrival<'a> {
     /// The request's path, as sent (`/v1/payment_intents/pi_…/confirm`).
     pub path: &'a str,
     pub params: &'a Params,
+    /// The request's fingerprint, when the pipeline already has it (from the replay
+    /// lane, or to remember it there); else admission computes it from `params`.
+    pub fingerprint: Option<Fingerprint>,
 }
 
 /// What a key stores for a request that ran: its result, or the 5xx a fault put in
@@ -57,7 +60,9 @@ pub fn admit(app: &Provider, req: &Arrival<'_>, endpoint: &Endpoint) -> Admissio
         Some(key) if endpoint.verb.is_write() => key,
         _ => return Admission::Fresh(None),
     };
-    let fingerprint = Fingerprint::of(endpoint.path, endpoint.verb.as_str(), req.path, req.params);
+    let fingerprint = req
+        .fingerprint
+        .unwrap_or_else(|| Fingerprint::of(endpoint.path, endpoint.verb.as_str(), req.path, req.params));
     match app.idempotency.begin(req.api_key, key, fingerprint, app.clock.now()) {
         Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
         Begin::Replay(stored) => Admission::Replay(stored),

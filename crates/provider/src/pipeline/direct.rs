@@ -1,18 +1,20 @@
 //! The request path without sockets, for measurement: a `/v1` write run through the
-//! pipeline as a request is (faults, idempotency, the operation, the request log), from
+//! pipeline as a request is (the replay lane, faults, idempotency, the operation, the
+//! request log), from
 //! any thread of a runtime, with no connection, parser or response writer around it. The
 //! benchmark's in-process scaling row drives it from one thread, then from two, to measure
 //! contention inside the provider alone.
 
 use std::sync::Arc;
 
-use super::{run, Delivery, Request};
+use bytes::Bytes;
+
+use super::{form_body, run_body, Delivery, Request};
 use crate::app::Provider;
 use crate::idempotency::key::IdempotencyKey;
 use crate::resources::endpoint::{PathIds, Verb};
 use crate::resources::endpoints;
 use crate::stripe::ids::{ApiKey, RequestId};
-use crate::stripe::params::Params;
 
 /// Runs `POST path` (a `/v1` endpoint without ids in its path, e.g.
 /// `/v1/payment_intents`) with the form `body` and `idempotency_key`, as `api_key`: the
@@ -22,7 +24,8 @@ pub async fn post(app: &Arc<Provider>, api_key: &ApiKey, path: &str, idempotency
     let Some(endpoint) = endpoints().find(|e| e.verb == Verb::Post && e.path == path) else {
         return 404;
     };
-    let Ok(params) = Params::from_form(body.as_bytes()) else {
+    let keyed = idempotency_key.is_some();
+    let Ok((params, body)) = form_body(app, path, keyed, Bytes::copy_from_slice(body.as_bytes())) else {
         return 400;
     };
     let request = Request {
@@ -35,7 +38,7 @@ pub async fn post(app: &Arc<Provider>, api_key: &ApiKey, path: &str, idempotency
         forced_fault: None,
         origin: None,
     };
-    match run(app, request, endpoint, PathIds::default()).await {
+    match run_body(app, request, body, endpoint, PathIds::default()).await {
         Delivery::Send(answer) | Delivery::Dribble(answer, _) => answer.status,
         Delivery::Abort(_) | Delivery::Hold(_) => 0,
     }

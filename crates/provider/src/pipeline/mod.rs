@@ -25,11 +25,13 @@ use crate::error::{ApiError, ErrorType, Status};
 use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::fault_injection::{retry_after_secs, PlanInput};
 use crate::idempotency::admission::{admit, stored_result, Admission, Arrival};
-use crate::idempotency::{Claim, IdempotencyKey, StoredResponse};
+use crate::idempotency::lane::{self, Known, RawKey};
+use crate::idempotency::{Claim, Fingerprint, IdempotencyKey, StoredResponse};
 use crate::journal::{Outcome, RequestRecord};
 use crate::resources::endpoint::{Call, Endpoint, PathIds, Verb};
 use crate::state::clock::now_ms;
 use crate::stripe::ids::{ApiKey, RequestId};
+use crate::stripe::params::Params;
 
 pub mod direct;
 pub mod execute;
@@ -148,10 +150,49 @@ impl Drop for Executing {
     }
 }
 
+/// How a request's body reached the pipeline.
+#[derive(Debug)]
+pub enum Body {
+    /// Parsed into the request's `params`; with its bytes' key when a replay of it may
+    /// be remembered in the replay lane.
+    Parsed(Option<RawKey>),
+    /// Not parsed: a byte-identical request was replayed before and the replay lane knew
+    /// what its bytes say. `bytes` are parsed only if its key turns out to be free
+    /// (expired or reset since) and the request must run.
+    Known { known: Known, bytes: Bytes },
+}
+
+/// A keyed form `POST` to `path` as the pipeline takes it: known from the replay lane and
+/// not parsed, when a byte-identical request was replayed before on this thread, no
+/// `Fauxpay-Fault` header asks for a fault and the fault profile matches on no parameter
+/// (whose plan then needs none); else parsed, with its bytes' key so that a replay of it
+/// can be remembered. `keyed`: it has an `Idempotency-Key` and no `Fauxpay-Fault`.
+pub fn form_body(app: &Provider, path: &str, keyed: bool, bytes: Bytes) -> Result<(Params, Body), ApiError> {
+    let raw = keyed
+        .then(|| RawKey::of(&app.payments.correlate, path, &bytes))
+        .flatten();
+    // (The profile is looked at only for a body the lane knows: remembering is harmless.)
+    if let Some(known) = raw.and_then(lane::recall).filter(|_| !app.faults.reads_params()) {
+        return Ok((Params::default(), Body::Known { known, bytes }));
+    }
+    Ok((Params::from_form(&bytes)?, Body::Parsed(raw)))
+}
+
 /// Runs `endpoint` for `req` (with `ids` from its path) through fault injection and
 /// idempotency; says what to do with the connection.
 pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, ids: PathIds<'_>) -> Delivery {
-    let delivery = run_request(app, req, endpoint, ids).await;
+    run_body(app, req, Body::Parsed(None), endpoint, ids).await
+}
+
+/// [`run`], for a request whose body came as `body` ([`form_body`]).
+pub async fn run_body(
+    app: &Arc<Provider>,
+    req: Request,
+    body: Body,
+    endpoint: &Endpoint,
+    ids: PathIds<'_>,
+) -> Delivery {
+    let delivery = run_request(app, req, body, endpoint, ids).await;
     // With a data dir, nothing the answer shows may be lost in a crash: it waits until
     // every record appended so far (its own, and those of the changes it read) is durable.
     // While the log cannot be written (a full disk), a write answers 503 (its change is
@@ -179,9 +220,29 @@ pub async fn run(app: &Arc<Provider>, req: Request, endpoint: &Endpoint, ids: Pa
     delivery
 }
 
-async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint, ids: PathIds<'_>) -> Delivery {
+async fn run_request(
+    app: &Arc<Provider>,
+    mut req: Request,
+    body: Body,
+    endpoint: &Endpoint,
+    ids: PathIds<'_>,
+) -> Delivery {
     let in_flight = Executing::start(app);
-    let correlation_id = app.payments.correlate.of(&req.params);
+    let (raw, mut known) = match body {
+        Body::Parsed(raw) => (raw, None),
+        Body::Known { known, bytes } => (None, Some((known, bytes))),
+    };
+    // A profile put in place since the lane was asked may match on parameters: parse.
+    if let Some((_, bytes)) = known.take_if(|_| app.faults.reads_params()) {
+        match Params::from_form(&bytes) {
+            Ok(params) => req.params = params,
+            Err(e) => return Delivery::Send(Answer::error(&e)),
+        }
+    }
+    let correlation_id = match &known {
+        Some((k, _)) => k.correlation_id.clone(),
+        None => app.payments.correlate.of(&req.params),
+    };
     let plan = match app.faults.plan(&PlanInput {
         method: req.verb.as_str(),
         path: &req.path,
@@ -203,6 +264,18 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
         }),
         _ => None,
     };
+    // The fingerprint, when the replay lane knows it or may remember it.
+    let keyed = req.idempotency_key.is_some() && endpoint.verb.is_write();
+    let fingerprint = match (&known, raw) {
+        (Some((k, _)), _) => Some(k.fingerprint),
+        (None, Some(_)) if keyed => Some(Fingerprint::of(
+            endpoint.path,
+            endpoint.verb.as_str(),
+            &req.path,
+            &req.params,
+        )),
+        _ => None,
+    };
     // The key is claimed on arrival, so a request held by latency or a fault is "in
     // flight": a concurrent request with the same key gets 409, as at Stripe.
     let admission = admit(
@@ -212,9 +285,29 @@ async fn run_request(app: &Arc<Provider>, mut req: Request, endpoint: &Endpoint,
             key: req.idempotency_key.as_ref(),
             path: &req.path,
             params: &req.params,
+            fingerprint,
         },
         endpoint,
     );
+    match (&admission, raw, fingerprint, &known) {
+        // Replayed after a parse: the next byte-identical retry need not parse (unless
+        // its payment method forces a fault, which the plan reads from the parameters).
+        (Admission::Replay(_), Some(raw), Some(fingerprint), None) if !app.faults.forced_by_params(&req.params) => {
+            lane::remember(
+                raw,
+                Known {
+                    fingerprint,
+                    correlation_id: correlation_id.clone(),
+                },
+            );
+        }
+        // Known to the lane, but its key was free: the request runs, with its parameters.
+        (Admission::Fresh(_), _, _, Some((_, bytes))) => match Params::from_form(bytes) {
+            Ok(params) => req.params = params,
+            Err(e) => return Delivery::Send(Answer::error(&e)),
+        },
+        _ => {}
+    }
     let mut record = RequestRecord {
         seq: 0,
         request_id: req.request_id,

@@ -13,6 +13,7 @@ use crate::idempotency::store::Begin;
 use crate::idempotency::Fingerprint;
 use crate::resources::endpoints;
 use crate::state::table::Cursor;
+use crate::stripe::ids::ObjectId;
 use crate::stripe::params::Params;
 
 const PATH: &str = "/v1/payment_intents";
@@ -412,5 +413,118 @@ fn payments_made_on_two_workers_are_found_from_any_thread() {
     assert_eq!(
         app.payments.charges.page(Cursor::Start, 1_000, |_| true).items.len(),
         200
+    );
+}
+
+/// The replay lane: a keyed form body as [`form_body`] hands it to the pipeline.
+fn lane_body(app: &Provider, body: &str) -> (Params, Body) {
+    form_body(app, PATH, true, Bytes::copy_from_slice(body.as_bytes())).expect("a valid form")
+}
+
+/// Runs `body` with `key` through the lane as the `/v1` handler does.
+async fn lane_post(app: &Arc<Provider>, key: &str, body: &str) -> (Seen, bool) {
+    let (params, how) = lane_body(app, body);
+    let known = matches!(how, Body::Known { .. });
+    let req = Request {
+        params,
+        ..request(Some(key), "", None)
+    };
+    (
+        seen(&run_body(app, req, how, create(), PathIds::default()).await),
+        known,
+    )
+}
+
+/// A body of its own for each test: the lane's table is the thread's, and tests share threads.
+fn lane_payment(order: &str, payment_method: &str) -> String {
+    format!("amount=2000&currency=usd&confirm=true&payment_method={payment_method}&metadata[order_id]={order}")
+}
+
+#[tokio::test]
+async fn a_byte_identical_retry_is_replayed_unparsed_once_a_replay_was_parsed() {
+    let app = Provider::new(Config::default());
+    let body = lane_payment("lane-replayed", "pm_card_visa");
+    assert_eq!(lane_post(&app, "lane-k1", &body).await, (Seen::Sent(200), false));
+    assert_eq!(
+        lane_post(&app, "lane-k1", &body).await,
+        (Seen::Replayed(200), false),
+        "the first replay is parsed, and remembered"
+    );
+    for _ in 0..2 {
+        assert_eq!(lane_post(&app, "lane-k1", &body).await, (Seen::Replayed(200), true));
+        let log = &app.journal.recent(1, |_| true)[0];
+        assert!(log.replayed);
+        assert_eq!(log.committed_status, Some(200));
+        assert_eq!(log.correlation_id.as_ref().map(|c| c.as_str()), Some("lane-replayed"));
+        assert!(log.object.is_some(), "the replayed intent is named");
+    }
+    assert_eq!(charges(&app), 1);
+    // Other bytes under the key are parsed, and refused as another request.
+    let other = lane_payment("lane-other", "pm_card_visa");
+    assert_eq!(lane_post(&app, "lane-k1", &other).await, (Seen::Sent(400), false));
+}
+
+#[tokio::test]
+async fn a_body_the_lane_knows_runs_parsed_when_its_key_is_free() {
+    let app = Provider::new(Config::default());
+    let body = lane_payment("lane-free", "pm_card_visa");
+    lane_post(&app, "lane-k2", &body).await;
+    lane_post(&app, "lane-k2", &body).await;
+    // The same bytes under a key never used: the lane knows them, the key is free.
+    assert_eq!(lane_post(&app, "lane-k3", &body).await, (Seen::Sent(200), true));
+    assert_eq!(charges(&app), 2, "a new payment, charged");
+    let log = &app.journal.recent(1, |_| true)[0];
+    assert!(!log.replayed);
+    assert_eq!(log.correlation_id.as_ref().map(|c| c.as_str()), Some("lane-free"));
+    let Some(ObjectId::Intent(id)) = log.object else {
+        panic!("the new intent is named: {:?}", log.object)
+    };
+    let intent = app.payments.intents.get(&id).expect("stored");
+    assert_eq!(intent.amount, 2000, "its parameters were read");
+}
+
+#[tokio::test]
+async fn a_payment_method_that_forces_a_fault_is_never_replayed_unparsed() {
+    let app = Provider::new(Config::default());
+    let body = lane_payment("lane-forced", "pm_fault_error_after_commit");
+    assert_eq!(lane_post(&app, "lane-k4", &body).await, (Seen::Sent(500), false));
+    for _ in 0..2 {
+        assert_eq!(lane_post(&app, "lane-k4", &body).await, (Seen::Sent(500), false));
+    }
+}
+
+#[tokio::test]
+async fn the_lane_is_closed_while_the_profile_matches_on_parameters() {
+    let app = Provider::new(Config::default());
+    let body = lane_payment("lane-profile", "pm_card_visa");
+    lane_post(&app, "lane-k5", &body).await;
+    lane_post(&app, "lane-k5", &body).await;
+    let (_, known) = lane_body(&app, &body);
+    assert!(matches!(known, Body::Known { .. }), "known under the default profile");
+    // A rule on the amount: every request's plan needs its parameters again.
+    let source = "name = \"amounts\"\ndescription = \"t\"\nseed = 1\n[[rules]]\nkind = \"error\"\nstatus = 503\nprobability = 1.0\n[rules.match]\namount = 2000\n";
+    let swap = || {
+        app.swap_profile(
+            fauxpay_faults::parse_profile_text("a test", source).unwrap(),
+            source.into(),
+        )
+    };
+    swap();
+    assert_eq!(lane_post(&app, "lane-k5", &body).await, (Seen::Sent(503), false));
+    // A body the lane handed over just before the swap is parsed before its plan.
+    app.swap_profile(
+        fauxpay_faults::parse_profile_text("a test", "name = \"n\"\ndescription = \"t\"\nseed = 1\n").unwrap(),
+        String::new(),
+    );
+    let (params, how) = lane_body(&app, &body);
+    assert!(matches!(how, Body::Known { .. }));
+    swap();
+    let req = Request {
+        params,
+        ..request(Some("lane-k5"), "", None)
+    };
+    assert_eq!(
+        seen(&run_body(&app, req, how, create(), PathIds::default()).await),
+        Seen::Sent(503)
     );
 }

@@ -58,7 +58,7 @@ const CHECKOUT: &str = "checkout";
 /// Where a payment's correlation id comes from: a dotted path into its parameters,
 /// such as `metadata.order_id` (the default) or `description`, or into its Checkout
 /// Session's (`checkout.client_reference_id`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CorrelationSource(Vec<String>);
 
 impl CorrelationSource {
