@@ -44,6 +44,13 @@ pub struct ActiveProfile {
     pub activated_ms: u64,
 }
 
+impl ActiveProfile {
+    /// Whether a rule matches on a request's parameters.
+    pub fn reads_params(&self) -> bool {
+        self.reads_params
+    }
+}
+
 /// What fault injection will do to one request.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -230,6 +237,12 @@ impl FaultInjector {
 
     /// Decides what happens to a request, counting it as its identity's next attempt.
     pub fn plan(&self, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
+        self.plan_under(&self.current(), input)
+    }
+
+    /// [`Self::plan`] under `active`, the profile the caller read (the pipeline reads it
+    /// once, for the replay lane's check and the plan).
+    pub fn plan_under(&self, active: &ActiveProfile, input: &PlanInput<'_>) -> Result<Plan, ApiError> {
         let (identity, returns): (ThinStr, bool) = match counted_identity(input.idempotency_key, input.correlation_id) {
             Some(identity) => (identity, true),
             None => (
@@ -257,7 +270,6 @@ impl FaultInjector {
         } else if let Some((decision, _card)) = payment_method.and_then(faults::forced_by_payment_method) {
             decision
         } else {
-            let active = self.current();
             let metadata = if active.needs_metadata {
                 metadata_of(input.params)
             } else {

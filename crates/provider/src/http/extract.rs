@@ -128,18 +128,18 @@ async fn extract(req: Request<Body>, state: &Arc<Provider>, lane: bool) -> Resul
     } else {
         let raw = key_header.as_ref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
         match raw {
-                Some(raw) => Some(IdempotencyKey::from_header(raw, state.config.idempotency).map_err(Rejection)?),
-                None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
-                    return Err(Rejection(
-                        ApiError::invalid_request(
-                            "This endpoint requires an Idempotency-Key header (fauxpay serve --idempotency ietf --require-idempotency-key).",
-                            Some("Idempotency-Key".into()),
-                        )
-                        .with_code("idempotency_key_missing"),
-                    ))
-                }
-                None => None,
+            Some(raw) => Some(IdempotencyKey::from_header(raw, state.config.idempotency).map_err(Rejection)?),
+            None if state.config.idempotency == Mode::Ietf && state.config.require_idempotency_key => {
+                return Err(Rejection(
+                    ApiError::invalid_request(
+                        "This endpoint requires an Idempotency-Key header (fauxpay serve --idempotency ietf --require-idempotency-key).",
+                        Some("Idempotency-Key".into()),
+                    )
+                    .with_code("idempotency_key_missing"),
+                ))
             }
+            None => None,
+        }
     };
     let origin = origin(parts.headers.get(header::HOST));
     let verb = match parts.method {

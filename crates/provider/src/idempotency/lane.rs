@@ -7,8 +7,9 @@
 //! correlation path, which is hashed with them) are kept, never a key's state: a retry found here
 //! still goes through admission with the fingerprint kept, so an expired, reset or
 //! reused key is judged exactly as if the body had been parsed (and the pipeline then
-//! parses it, if the request is to run). Each worker thread keeps its own small table, so
-//! no core writes another's lines; a slot that two bodies share keeps the later.
+//! parses it, if the request is to run). Each worker thread keeps its own small table
+//! (a recall shares only the correlation id's one allocation, by its count); a slot that
+//! two bodies share keeps the later.
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, Hash};

@@ -157,8 +157,9 @@ pub enum Body {
     /// be remembered in the replay lane.
     Parsed(Option<RawKey>),
     /// Not parsed: a byte-identical request was replayed before and the replay lane knew
-    /// what its bytes say. `bytes` are parsed only if its key turns out to be free
-    /// (expired or reset since) and the request must run.
+    /// what its bytes say. `bytes` are parsed only if the request must run (its key is
+    /// free: new, expired or reset since), or if the profile in force when it is planned
+    /// matches on parameters.
     Known { known: Known, bytes: Bytes },
 }
 
@@ -232,29 +233,35 @@ async fn run_request(
         Body::Parsed(raw) => (raw, None),
         Body::Known { known, bytes } => (None, Some((known, bytes))),
     };
-    // A profile put in place since the lane was asked may match on parameters: parse.
-    if let Some((_, bytes)) = known.take_if(|_| app.faults.reads_params()) {
+    // The profile, read once for the lane's check and the plan: one that matches on
+    // parameters (swapped in since the lane was asked) has the body parsed first.
+    let active = app.faults.current();
+    if let Some((_, bytes)) = known.take_if(|_| active.reads_params()) {
         match Params::from_form(&bytes) {
             Ok(params) => req.params = params,
             Err(e) => return Delivery::Send(Answer::error(&e)),
         }
     }
-    let correlation_id = match &known {
+    let mut correlation_id = match &known {
         Some((k, _)) => k.correlation_id.clone(),
         None => app.payments.correlate.of(&req.params),
     };
-    let plan = match app.faults.plan(&PlanInput {
-        method: req.verb.as_str(),
-        path: &req.path,
-        params: &req.params,
-        idempotency_key: req.idempotency_key.as_ref(),
-        correlation_id: correlation_id.as_ref(),
-        forced: req.forced_fault.as_deref(),
-        now: app.clock.now(),
-    }) {
+    let plan = match app.faults.plan_under(
+        &active,
+        &PlanInput {
+            method: req.verb.as_str(),
+            path: &req.path,
+            params: &req.params,
+            idempotency_key: req.idempotency_key.as_ref(),
+            correlation_id: correlation_id.as_ref(),
+            forced: req.forced_fault.as_deref(),
+            now: app.clock.now(),
+        },
+    ) {
         Ok(plan) => plan,
         Err(e) => return Delivery::Send(Answer::error(&e)),
     };
+    drop(active);
     let mut counted = match (app.durable(), plan.counted) {
         (Some(log), true) => Some(CountedAttempt {
             log,
@@ -301,9 +308,23 @@ async fn run_request(
                 },
             );
         }
-        // Known to the lane, but its key was free: the request runs, with its parameters.
+        // Known to the lane, but its key was free: the request runs, with its parameters
+        // (and the correlation id they give, which the lane's agrees with).
         (Admission::Fresh(_), _, _, Some((_, bytes))) => match Params::from_form(bytes) {
-            Ok(params) => req.params = params,
+            Ok(params) => {
+                req.params = params;
+                correlation_id = app.payments.correlate.of(&req.params);
+                debug_assert_eq!(
+                    fingerprint,
+                    Some(Fingerprint::of(
+                        endpoint.path,
+                        endpoint.verb.as_str(),
+                        &req.path,
+                        &req.params
+                    )),
+                    "the lane's fingerprint is the body's"
+                );
+            }
             Err(e) => return Delivery::Send(Answer::error(&e)),
         },
         _ => {}

@@ -435,7 +435,7 @@ async fn lane_post(app: &Arc<Provider>, key: &str, body: &str) -> (Seen, bool) {
     )
 }
 
-/// A body of its own for each test: the lane's table is the thread's, and tests share threads.
+/// A body of its own for each test, so that no test leans on what another remembered.
 fn lane_payment(order: &str, payment_method: &str) -> String {
     format!("amount=2000&currency=usd&confirm=true&payment_method={payment_method}&metadata[order_id]={order}")
 }
@@ -527,4 +527,73 @@ async fn the_lane_is_closed_while_the_profile_matches_on_parameters() {
         seen(&run_body(&app, req, how, create(), PathIds::default()).await),
         Seen::Sent(503)
     );
+}
+
+#[tokio::test]
+async fn a_lane_replay_answers_and_logs_what_a_parsed_replay_does() {
+    let app = Provider::new(Config::default());
+    let body = lane_payment("lane-same", "pm_card_visa");
+    lane_post(&app, "lane-k6", &body).await;
+    // The first replay is parsed, the second comes through the lane.
+    let mut answers = Vec::new();
+    for lane in [false, true] {
+        let (params, how) = lane_body(&app, &body);
+        assert_eq!(matches!(how, Body::Known { .. }), lane);
+        let req = Request {
+            params,
+            ..request(Some("lane-k6"), "", None)
+        };
+        let Delivery::Send(answer) = run_body(&app, req, how, create(), PathIds::default()).await else {
+            panic!("a replay is sent");
+        };
+        let log = app.journal.recent(1, |_| true).remove(0);
+        answers.push((answer, log));
+    }
+    let ((parsed, parsed_log), (laned, laned_log)) = (&answers[0], &answers[1]);
+    assert_eq!(parsed.status, laned.status);
+    assert_eq!(parsed.body, laned.body, "the same bytes");
+    assert_eq!(parsed.echo_key, laned.echo_key);
+    assert_eq!(parsed.replay_of, laned.replay_of);
+    assert!(laned.replay_of.is_some());
+    assert_eq!(
+        laned_log.attempt,
+        parsed_log.attempt + 1,
+        "attempts are counted as before"
+    );
+    {
+        let (a, b) = (parsed_log, laned_log);
+        assert_eq!(a.identity.as_str(), b.identity.as_str());
+        assert_eq!(a.correlation_id, b.correlation_id);
+        assert_eq!(a.fault, b.fault);
+        assert_eq!(a.outcome, b.outcome);
+        assert_eq!(a.committed_status, b.committed_status);
+        assert_eq!(a.replayed, b.replayed);
+        assert_eq!(a.object, b.object);
+    }
+}
+
+#[tokio::test]
+async fn a_body_the_lane_knows_is_refused_as_a_parsed_one_would_be() {
+    let app = Provider::new(Config::default());
+    let body = lane_payment("lane-refused", "pm_card_visa");
+    lane_post(&app, "lane-k7", &body).await;
+    lane_post(&app, "lane-k7", &body).await;
+    // A key used for other parameters: a mismatch.
+    let other = lane_payment("lane-refused-other", "pm_card_visa");
+    lane_post(&app, "lane-k8", &other).await;
+    assert_eq!(lane_post(&app, "lane-k8", &body).await, (Seen::Sent(400), true));
+    // A key whose first request is still in flight: 409.
+    let key = IdempotencyKey::parse("lane-k9").unwrap();
+    let params = Params::from_form(body.as_bytes()).unwrap();
+    let Begin::Proceed(claim) = app.idempotency.begin(
+        &api_key(),
+        &key,
+        Fingerprint::of(PATH, "POST", PATH, &params),
+        Instant::now(),
+    ) else {
+        panic!("a new key proceeds");
+    };
+    assert_eq!(lane_post(&app, "lane-k9", &body).await, (Seen::Sent(409), true));
+    drop(claim);
+    assert_eq!(charges(&app), 2, "nothing refused was charged");
 }
