@@ -440,16 +440,23 @@ fn lane_payment(order: &str, payment_method: &str) -> String {
     format!("amount=2000&currency=usd&confirm=true&payment_method={payment_method}&metadata[order_id]={order}")
 }
 
-#[tokio::test]
-async fn a_byte_identical_retry_is_replayed_unparsed_once_a_replay_was_parsed() {
+/// A provider whose lane knows `body`: sent with `key`, then replayed once (parsed, and
+/// so remembered).
+async fn known_to_lane(body: &str, key: &str) -> Arc<Provider> {
     let app = Provider::new(Config::default());
-    let body = lane_payment("lane-replayed", "pm_card_visa");
-    assert_eq!(lane_post(&app, "lane-k1", &body).await, (Seen::Sent(200), false));
+    assert_eq!(lane_post(&app, key, body).await, (Seen::Sent(200), false));
     assert_eq!(
-        lane_post(&app, "lane-k1", &body).await,
+        lane_post(&app, key, body).await,
         (Seen::Replayed(200), false),
         "the first replay is parsed, and remembered"
     );
+    app
+}
+
+#[tokio::test]
+async fn a_byte_identical_retry_is_replayed_unparsed_once_a_replay_was_parsed() {
+    let body = lane_payment("lane-replayed", "pm_card_visa");
+    let app = known_to_lane(&body, "lane-k1").await;
     for _ in 0..2 {
         assert_eq!(lane_post(&app, "lane-k1", &body).await, (Seen::Replayed(200), true));
         let log = &app.journal.recent(1, |_| true)[0];
@@ -466,10 +473,8 @@ async fn a_byte_identical_retry_is_replayed_unparsed_once_a_replay_was_parsed() 
 
 #[tokio::test]
 async fn a_body_the_lane_knows_runs_parsed_when_its_key_is_free() {
-    let app = Provider::new(Config::default());
     let body = lane_payment("lane-free", "pm_card_visa");
-    lane_post(&app, "lane-k2", &body).await;
-    lane_post(&app, "lane-k2", &body).await;
+    let app = known_to_lane(&body, "lane-k2").await;
     // The same bytes under a key never used: the lane knows them, the key is free.
     assert_eq!(lane_post(&app, "lane-k3", &body).await, (Seen::Sent(200), true));
     assert_eq!(charges(&app), 2, "a new payment, charged");
@@ -495,10 +500,8 @@ async fn a_payment_method_that_forces_a_fault_is_never_replayed_unparsed() {
 
 #[tokio::test]
 async fn the_lane_is_closed_while_the_profile_matches_on_parameters() {
-    let app = Provider::new(Config::default());
     let body = lane_payment("lane-profile", "pm_card_visa");
-    lane_post(&app, "lane-k5", &body).await;
-    lane_post(&app, "lane-k5", &body).await;
+    let app = known_to_lane(&body, "lane-k5").await;
     let (_, known) = lane_body(&app, &body);
     assert!(matches!(known, Body::Known { .. }), "known under the default profile");
     // A rule on the amount: every request's plan needs its parameters again.
@@ -574,10 +577,8 @@ async fn a_lane_replay_answers_and_logs_what_a_parsed_replay_does() {
 
 #[tokio::test]
 async fn a_body_the_lane_knows_is_refused_as_a_parsed_one_would_be() {
-    let app = Provider::new(Config::default());
     let body = lane_payment("lane-refused", "pm_card_visa");
-    lane_post(&app, "lane-k7", &body).await;
-    lane_post(&app, "lane-k7", &body).await;
+    let app = known_to_lane(&body, "lane-k7").await;
     // A key used for other parameters: a mismatch.
     let other = lane_payment("lane-refused-other", "pm_card_visa");
     lane_post(&app, "lane-k8", &other).await;
