@@ -45,10 +45,24 @@ pub struct ActiveProfile {
 }
 
 impl ActiveProfile {
-    /// Whether a rule matches on a request's parameters.
+    /// Whether a rule matches on a request's parameters (the replay lane is closed while
+    /// one does: [`crate::idempotency::lane`]).
     pub fn reads_params(&self) -> bool {
         self.reads_params
     }
+}
+
+/// The payment method `params` name, as the plan reads it.
+fn payment_method_of(params: &Params) -> Option<&str> {
+    params.opt_str("payment_method").ok().flatten()
+}
+
+/// Whether `params` name a payment method that forces a fault (the plan then decides
+/// from the parameters, whatever the profile).
+pub fn forced_by_params(params: &Params) -> bool {
+    payment_method_of(params)
+        .and_then(faults::forced_by_payment_method)
+        .is_some()
 }
 
 /// What fault injection will do to one request.
@@ -211,23 +225,6 @@ impl FaultInjector {
         self.active.load()
     }
 
-    /// Whether the profile in force matches on a request's parameters (the replay lane
-    /// is closed while it does: [`crate::idempotency::lane`]).
-    pub fn reads_params(&self) -> bool {
-        self.active.load().reads_params
-    }
-
-    /// Whether `params` name a payment method that forces a fault (as [`Self::plan`]
-    /// reads it).
-    pub fn forced_by_params(&self, params: &Params) -> bool {
-        params
-            .opt_str("payment_method")
-            .ok()
-            .flatten()
-            .and_then(faults::forced_by_payment_method)
-            .is_some()
-    }
-
     /// Makes `profile` the active one, atomically; its windows start now.
     pub fn swap(&self, profile: Profile, source: String) -> Arc<ActiveProfile> {
         let next = Arc::new(activate(profile, source));
@@ -259,7 +256,7 @@ impl FaultInjector {
         } else {
             1
         };
-        let payment_method = input.params.opt_str("payment_method").ok().flatten();
+        let payment_method = payment_method_of(input.params);
         let decision = if let Some(header) = input.forced {
             faults::parse_forced(header).map_err(|e| {
                 ApiError::invalid_request(

@@ -23,7 +23,7 @@ use crate::app::Provider;
 use crate::durable::commit::{execute_logged, CountedAttempt, Logged, Written};
 use crate::error::{ApiError, ErrorType, Status};
 use crate::fault_injection::attempt::{Attempt, KeyKind};
-use crate::fault_injection::{retry_after_secs, PlanInput};
+use crate::fault_injection::{forced_by_params, retry_after_secs, PlanInput};
 use crate::idempotency::admission::{admit, stored_result, Admission, Arrival};
 use crate::idempotency::lane::{self, Known, RawKey};
 use crate::idempotency::{Claim, Fingerprint, IdempotencyKey, StoredResponse};
@@ -173,7 +173,10 @@ pub fn form_body(app: &Provider, path: &str, keyed: bool, bytes: Bytes) -> Resul
         .then(|| RawKey::of(&app.payments.correlate, path, &bytes))
         .flatten();
     // (The profile is looked at only for a body the lane knows: remembering is harmless.)
-    if let Some(known) = raw.and_then(lane::recall).filter(|_| !app.faults.reads_params()) {
+    if let Some(known) = raw
+        .and_then(lane::recall)
+        .filter(|_| !app.faults.current().reads_params())
+    {
         return Ok((Params::default(), Body::Known { known, bytes }));
     }
     Ok((Params::from_form(&bytes)?, Body::Parsed(raw)))
@@ -237,9 +240,9 @@ async fn run_request(
     // parameters (swapped in since the lane was asked) has the body parsed first.
     let active = app.faults.current();
     if let Some((_, bytes)) = known.take_if(|_| active.reads_params()) {
-        match Params::from_form(&bytes) {
+        match parse_known(&bytes) {
             Ok(params) => req.params = params,
-            Err(e) => return Delivery::Send(Answer::error(&e)),
+            Err(refused) => return refused,
         }
     }
     let mut correlation_id = match &known {
@@ -299,7 +302,7 @@ async fn run_request(
     match (&admission, raw, fingerprint, &known) {
         // Replayed after a parse: the next byte-identical retry need not parse (unless
         // its payment method forces a fault, which the plan reads from the parameters).
-        (Admission::Replay(_), Some(raw), Some(fingerprint), None) if !app.faults.forced_by_params(&req.params) => {
+        (Admission::Replay(_), Some(raw), Some(fingerprint), None) if !forced_by_params(&req.params) => {
             lane::remember(
                 raw,
                 Known {
@@ -310,7 +313,7 @@ async fn run_request(
         }
         // Known to the lane, but its key was free: the request runs, with its parameters
         // (and the correlation id they give, which the lane's agrees with).
-        (Admission::Fresh(_), _, _, Some((_, bytes))) => match Params::from_form(bytes) {
+        (Admission::Fresh(_), _, _, Some((_, bytes))) => match parse_known(bytes) {
             Ok(params) => {
                 req.params = params;
                 correlation_id = app.payments.correlate.of(&req.params);
@@ -325,7 +328,7 @@ async fn run_request(
                     "the lane's fingerprint is the body's"
                 );
             }
-            Err(e) => return Delivery::Send(Answer::error(&e)),
+            Err(refused) => return refused,
         },
         _ => {}
     }
@@ -454,6 +457,13 @@ async fn run_request(
         Some(fault) => break_connection(app, record, fault, Box::new(in_flight)),
     }
 }
+/// The parameters of a body the replay lane knew, parsed once the request needs them.
+/// The same bytes parsed before the lane remembered them, so the error is unreachable
+/// short of a parser that changed under a running process; it is answered, not panicked.
+fn parse_known(bytes: &[u8]) -> Result<Params, Delivery> {
+    Params::from_form(bytes).map_err(|e| Delivery::Send(Answer::error(&e)))
+}
+
 fn rate_limited(retry_after: Duration) -> Answer {
     let e = ApiError::new(
         Status::TooManyRequests,
