@@ -305,8 +305,14 @@ fn mime(content_type: Option<&str>) -> &str {
 
 /// Whether a body of `content_type` is parsed as a form (none given counts as one).
 fn is_form(content_type: Option<&str>) -> bool {
+    const FORM: &str = "application/x-www-form-urlencoded";
+    // As the SDKs send it: one comparison (the case-blind one below costs ~300
+    // instructions a request, bench/callgrind.sh replay).
+    if content_type == Some(FORM) {
+        return true;
+    }
     let mime = mime(content_type);
-    mime.is_empty() || mime.eq_ignore_ascii_case("application/x-www-form-urlencoded")
+    mime.is_empty() || mime.eq_ignore_ascii_case(FORM)
 }
 
 fn parse_body(content_type: Option<&str>, bytes: &[u8]) -> Result<Params, ApiError> {

@@ -4,20 +4,24 @@
 //! Every `/v1` endpoint has the same thin handler: authenticate (`Authenticated`, so a
 //! request without a valid key gets its 401 before anything else is looked at), extract
 //! the request ([`LaneRequest`]: a byte-identical retry's body may come from the replay
-//! lane unparsed), run the pipeline, carry out its delivery. Adding a resource is one
-//! line in [`RESOURCES`](crate::resources::RESOURCES).
+//! lane unparsed), run the pipeline, carry out its delivery. [`Observe`] calls it
+//! directly ([`direct`]) for the requests it matches to an endpoint; the router's route
+//! serves the rest (a percent-encoded id). Adding a resource is one line in
+//! [`RESOURCES`](crate::resources::RESOURCES).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{RawPathParams, State};
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams, State};
 use axum::http::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Router;
 
-use super::extract::{Authenticated, LaneRequest};
-use super::observe::Observe;
+use super::extract::{ApiRequest, Authenticated, LaneRequest};
+use super::observe::{Observe, PathValues, Route};
 use super::response::deliver;
 use super::{admin, checkout, dashboard, stripe_js, three_ds};
 use crate::app::Provider;
@@ -32,7 +36,7 @@ type AppState = Arc<Provider>;
 /// per route) in [`Observe`].
 pub fn router(provider: AppState) -> Observe<Router> {
     let mut api = Router::new();
-    let mut labels = matchit::Router::new();
+    let mut routes: Vec<Route> = Vec::new();
     let v1 = endpoints().map(|e| (e.path, handler(e)));
     for (path, route) in v1
         .chain(admin::routes(provider.clone()))
@@ -41,15 +45,60 @@ pub fn router(provider: AppState) -> Observe<Router> {
         .chain(checkout::routes())
         .chain(stripe_js::routes())
     {
-        // Several endpoints share a path (GET and POST /v1/charges): label it once.
-        let _ = labels.insert(path, path);
+        // Several endpoints share a path (GET and POST /v1/charges): one route.
+        if !routes.iter().any(|r| r.label == path) {
+            routes.push(Route::label(path));
+        }
         api = api.route(path, route);
+    }
+    for endpoint in endpoints() {
+        if let Some(route) = routes.iter_mut().find(|r| r.label == endpoint.path) {
+            route.endpoints[endpoint.verb as usize] = Some(endpoint);
+        }
+    }
+    let mut table = matchit::Router::new();
+    for route in routes {
+        // The router above refused any pattern matchit would not take.
+        let _ = table.insert(route.label, route);
     }
     let api = api
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(provider.clone());
-    Observe::new(api, provider, labels)
+    Observe::new(api, provider, table, direct)
+}
+
+/// An endpoint's handler for a request [`Observe`] matched to it: the extractors the
+/// router's route runs, in its order (the key first, then the request).
+fn direct(
+    app: AppState,
+    endpoint: &'static Endpoint,
+    ids: PathValues,
+    req: Request<Body>,
+) -> Pin<Box<dyn Future<Output = Response> + Send>> {
+    Box::pin(async move {
+        let (mut parts, body) = req.into_parts();
+        let auth = match Authenticated::from_request_parts(&mut parts, &app).await {
+            Ok(auth) => auth,
+            Err(refused) => return refused.into_response(),
+        };
+        match LaneRequest::from_request(Request::from_parts(parts, body), &app).await {
+            Ok(LaneRequest(req)) => {
+                serve(
+                    &app,
+                    endpoint,
+                    auth,
+                    PathIds {
+                        id: &ids.id,
+                        sub: &ids.sub,
+                    },
+                    req,
+                )
+                .await
+            }
+            Err(refused) => refused.into_response(),
+        }
+    })
 }
 
 /// The handler of one endpoint.
@@ -61,28 +110,37 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
     };
     on(
         filter,
-        move |State(app): State<AppState>,
-              auth: Authenticated,
-              path: RawPathParams,
-              LaneRequest(mut req): LaneRequest| async move {
-            if endpoint.publishable == Publishable::Refused && auth.0.as_str().starts_with("pk_") {
-                return ApiError::new(
-                    Status::Forbidden,
-                    ErrorType::InvalidRequestError,
-                    "This API call cannot be made with a publishable API key. Please use a secret API key. You can find a list of your API keys at https://dashboard.stripe.com/account/apikeys.",
-                )
-                .into_response();
-            }
-            req.request.api_key = auth.0;
+        move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, LaneRequest(req): LaneRequest| async move {
             let mut values = path.iter().map(|(_, v)| v);
             let ids = PathIds {
                 id: values.next().unwrap_or(""),
                 sub: values.next().unwrap_or(""),
             };
-            let delivery = pipeline::run_body(&app, req.request, req.body, endpoint, ids).await;
-            deliver(delivery, req.key_header.as_ref(), req.connection).await
+            serve(&app, endpoint, auth, ids, req).await
         },
     )
+}
+
+/// Serves an authenticated, extracted request to `endpoint`: refuses a publishable key
+/// where the endpoint does, runs the pipeline, carries out its delivery.
+async fn serve(
+    app: &AppState,
+    endpoint: &'static Endpoint,
+    auth: Authenticated,
+    ids: PathIds<'_>,
+    mut req: ApiRequest,
+) -> Response {
+    if endpoint.publishable == Publishable::Refused && auth.0.as_str().starts_with("pk_") {
+        return ApiError::new(
+            Status::Forbidden,
+            ErrorType::InvalidRequestError,
+            "This API call cannot be made with a publishable API key. Please use a secret API key. You can find a list of your API keys at https://dashboard.stripe.com/account/apikeys.",
+        )
+        .into_response();
+    }
+    req.request.api_key = auth.0;
+    let delivery = pipeline::run_body(app, req.request, req.body, endpoint, ids).await;
+    deliver(delivery, req.key_header.as_ref(), req.connection).await
 }
 
 /// `payment_intents, charges, …, events and webhook_endpoints`: every resource served.

@@ -51,6 +51,44 @@ async fn create_and_confirm_a_payment_intent_with_a_form_body() {
 }
 
 #[tokio::test]
+async fn ids_sent_percent_encoded_and_head_requests_are_served_as_plain_ones() {
+    // The provider serves most /v1 requests without axum's router (Observe dispatches
+    // them); an id with a percent-escape, and HEAD, still go through the router.
+    let h = Harness::default().await;
+    let (_, pi) = json(
+        h.form("/v1/payment_intents", &charge_body("o-enc", "pm_card_visa"), None)
+            .await,
+    )
+    .await;
+    let id = pi["id"].as_str().unwrap();
+    let plain = h.get(&format!("/v1/payment_intents/{id}")).send().await.unwrap();
+    let (status, got) = json(plain).await;
+    assert_eq!((status, &got), (200, &pi));
+    let encoded = id.replace('_', "%5F");
+    let (status, got) = json(h.get(&format!("/v1/payment_intents/{encoded}")).send().await.unwrap()).await;
+    assert_eq!((status, &got), (200, &pi), "the id, decoded");
+    let head = h
+        .client
+        .head(h.url(&format!("/v1/payment_intents/{id}")))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    assert!(head.headers().contains_key("request-id"));
+    assert_eq!(head.bytes().await.unwrap().len(), 0);
+    // A route's other methods are still refused as before.
+    let resp = h
+        .client
+        .put(h.url(&format!("/v1/payment_intents/{id}")))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+}
+
+#[tokio::test]
 async fn json_bodies_and_two_step_confirm() {
     let h = Harness::default().await;
     let body = serde_json::json!({"amount": 1500, "currency": "eur", "metadata": {"order_id": "j-1"}, "automatic_payment_methods": {"enabled": true}});
