@@ -68,7 +68,7 @@ impl FromRequest<Arc<Provider>> for ApiRequest {
     type Rejection = Rejection;
 
     async fn from_request(req: Request<Body>, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
-        extract(req, state, false).await
+        extract(req, state, false, None).await
     }
 }
 
@@ -81,16 +81,27 @@ impl FromRequest<Arc<Provider>> for LaneRequest {
     type Rejection = Rejection;
 
     async fn from_request(req: Request<Body>, state: &Arc<Provider>) -> Result<Self, Self::Rejection> {
-        extract(req, state, true).await.map(Self)
+        extract(req, state, true, None).await.map(Self)
     }
 }
 
-async fn extract(req: Request<Body>, state: &Arc<Provider>, lane: bool) -> Result<ApiRequest, Rejection> {
+impl LaneRequest {
+    /// The request whose `Request-Id` is `request_id` (given, not read from its
+    /// extensions: a request [`super::observe::Observe`] serves directly has none).
+    pub async fn with_id(req: Request<Body>, state: &Arc<Provider>, request_id: RequestId) -> Result<Self, Rejection> {
+        extract(req, state, true, Some(request_id)).await.map(Self)
+    }
+}
+
+async fn extract(
+    req: Request<Body>,
+    state: &Arc<Provider>,
+    lane: bool,
+    request_id: Option<RequestId>,
+) -> Result<ApiRequest, Rejection> {
     let (parts, body) = req.into_parts();
-    let request_id = parts
-        .extensions
-        .get::<RequestId>()
-        .copied()
+    let request_id = request_id
+        .or_else(|| parts.extensions.get::<RequestId>().copied())
         .unwrap_or_else(RequestId::generate);
     // Set by the handler from `Authenticated` (admin routes have none).
     let api_key = ApiKey::none();
@@ -164,6 +175,31 @@ async fn extract(req: Request<Body>, state: &Arc<Provider>, lane: bool) -> Resul
     })
 }
 
+/// `read` within `timeout`, armed only if `read` is still pending once the task has run
+/// again. A body that came with its head is handed over by hyper in that same run (its
+/// connection task reads it right after the handler first asks), so most requests never
+/// arm a timer: arming one and clearing it cost ~500 instructions a request, a clock read
+/// and the timer wheel's lock (bench/callgrind.sh replay). The yield wakes the task
+/// itself, so a body that has not come yet still gets its timer on the next run.
+async fn within<F: std::future::Future>(timeout: std::time::Duration, read: F) -> Result<F::Output, ()> {
+    let mut read = std::pin::pin!(read);
+    let mut yielded = false;
+    let early = std::future::poll_fn(|cx| match read.as_mut().poll(cx) {
+        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
+        std::task::Poll::Pending if !yielded => {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await;
+    match early {
+        Some(out) => Ok(out),
+        None => tokio::time::timeout(timeout, read).await.map_err(|_| ()),
+    }
+}
+
 /// Reads a request body of at most [`MAX_BODY_BYTES`] within `timeout`: a declared
 /// `Content-Length` beyond the cap is a 413 at once (nothing is read), a body that grows
 /// beyond it (chunked) a 413 as soon as it does, a malformed one (a bad chunk size) a
@@ -184,7 +220,7 @@ pub async fn read_body(parts: &Parts, body: Body, timeout: std::time::Duration) 
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(too_large());
     }
-    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+    match within(timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
         Ok(Ok(bytes)) => Ok(bytes),
         // Over the cap is a 413; anything else (a malformed chunk size, a body cut short)
         // is the client's malformed request, a 400.

@@ -74,8 +74,13 @@ pub struct PathValues {
 }
 
 /// An endpoint's handler, called by [`Observe`] for a request it matched.
-pub type Direct =
-    fn(AppState, &'static Endpoint, PathValues, Request<Body>) -> Pin<Box<dyn Future<Output = Response> + Send>>;
+pub type Direct = fn(
+    AppState,
+    &'static Endpoint,
+    PathValues,
+    RequestId,
+    Request<Body>,
+) -> Pin<Box<dyn Future<Output = Response> + Send>>;
 
 /// A panic in a handler: a Stripe-shaped 500, and the server lives on.
 pub fn panic_response() -> Response {
@@ -163,7 +168,6 @@ where
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let request_id = RequestId::generate();
-        req.extensions_mut().insert(request_id);
         let matched = self.routes.at(req.uri().path()).ok();
         let route = matched.as_ref().map_or("unmatched", |m| m.value.label);
         let direct = matched.and_then(|m| direct_endpoint(&m, req.method()));
@@ -188,11 +192,15 @@ where
             true if cors && req.method() == Method::OPTIONS => (None, Some(Early::Preflight)),
             true => match std::panic::catch_unwind(AssertUnwindSafe(|| match direct {
                 Some((endpoint, ids)) => Inner::Direct {
-                    future: (self.direct)(self.app.clone(), endpoint, ids, req.map(Body::new)),
+                    future: (self.direct)(self.app.clone(), endpoint, ids, request_id, req.map(Body::new)),
                 },
-                None => Inner::Router {
-                    future: self.inner.call(req),
-                },
+                None => {
+                    // The router's handlers read the id from the request.
+                    req.extensions_mut().insert(request_id);
+                    Inner::Router {
+                        future: self.inner.call(req),
+                    }
+                }
             })) {
                 Ok(inner) => (Some(inner), None),
                 // The router itself panicked.
@@ -339,7 +347,7 @@ mod tests {
         let router: Router = Router::new().route("/boom", get(|| async { panic!("a bug") as &'static str }));
         let mut routes = matchit::Router::new();
         routes.insert("/boom", Route::label("/boom")).unwrap();
-        let mut observe = Observe::new(router, app.clone(), routes, |_, _, _, _| {
+        let mut observe = Observe::new(router, app.clone(), routes, |_, _, _, _, _| {
             Box::pin(async { unreachable!("no endpoint is routed") })
         });
         let req = Request::builder().uri("/boom").body(axum::body::Body::empty()).unwrap();

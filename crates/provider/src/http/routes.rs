@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{FromRequest, FromRequestParts, RawPathParams, State};
+use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::Request;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
@@ -29,6 +29,7 @@ use crate::error::{ApiError, ErrorType, Status};
 use crate::pipeline;
 use crate::resources::endpoint::{Endpoint, PathIds, Publishable, Verb};
 use crate::resources::endpoints;
+use crate::stripe::ids::RequestId;
 
 type AppState = Arc<Provider>;
 
@@ -74,6 +75,7 @@ fn direct(
     app: AppState,
     endpoint: &'static Endpoint,
     ids: PathValues,
+    request_id: RequestId,
     req: Request<Body>,
 ) -> Pin<Box<dyn Future<Output = Response> + Send>> {
     Box::pin(async move {
@@ -82,7 +84,7 @@ fn direct(
             Ok(auth) => auth,
             Err(refused) => return refused.into_response(),
         };
-        match LaneRequest::from_request(Request::from_parts(parts, body), &app).await {
+        match LaneRequest::with_id(Request::from_parts(parts, body), &app, request_id).await {
             Ok(LaneRequest(req)) => {
                 serve(
                     &app,

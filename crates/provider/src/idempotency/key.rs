@@ -30,7 +30,7 @@ impl IdempotencyKey {
         if raw.is_empty() {
             return Err("Idempotency-Key must not be empty.".into());
         }
-        if raw.chars().count() > MAX_IDEMPOTENCY_KEY_LEN {
+        if raw.len() > MAX_IDEMPOTENCY_KEY_LEN && raw.chars().count() > MAX_IDEMPOTENCY_KEY_LEN {
             return Err(format!(
                 "Idempotency-Key is too long: keys may be at most {MAX_IDEMPOTENCY_KEY_LEN} characters."
             ));
@@ -63,7 +63,8 @@ impl IdempotencyKey {
     /// (`"abc"`) is unquoted first.
     pub fn from_header(raw: &str, mode: Mode) -> Result<IdempotencyKey, ApiError> {
         let bad = |msg: String| ApiError::invalid_request(msg, Some("Idempotency-Key".into()));
-        if raw.contains('\u{fffd}') {
+        // (A header that is not visible ASCII reaches here as U+FFFD: bytes 0xEF 0xBF 0xBD.)
+        if raw.as_bytes().contains(&0xEF) && raw.contains('\u{fffd}') {
             return Err(bad("Idempotency-Key must be visible ASCII text.".into()));
         }
         if mode == Mode::Ietf && raw.starts_with('"') {

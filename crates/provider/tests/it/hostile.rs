@@ -256,6 +256,22 @@ async fn a_chunked_body_that_never_ends_is_cut() {
     })
     .await;
     answer.assert_stripe_error(408);
+    // A body none of which comes after its head (the timer is armed only for a body not
+    // whole once the handler has asked twice): 408 too, whether a length was declared or not.
+    for head in [
+        head.clone(),
+        format!(
+            "POST /v1/payment_intents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\nContent-Length: 8\r\n\r\n"
+        ),
+    ] {
+        let answer = within("a body that never starts", async {
+            let mut s = TcpStream::connect(p.addr).await.unwrap();
+            s.write_all(head.as_bytes()).await.unwrap();
+            read_answer(&mut s).await
+        })
+        .await;
+        answer.assert_stripe_error(408);
+    }
     // A malformed chunk size is the client's malformed request (400), not a body too large.
     let answer = within("malformed chunk size", async {
         let mut s = TcpStream::connect(p.addr).await.unwrap();
