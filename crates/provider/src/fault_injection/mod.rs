@@ -118,6 +118,9 @@ pub struct PlanInput<'a> {
     pub forced: Option<&'a str>,
     /// The provider's time now (its [`Clock`](crate::state::clock::Clock)).
     pub now: Instant,
+    /// The system's monotonic clock now, which `now` is moved forward from: a profile's
+    /// windows count real time since it became active.
+    pub real: Instant,
 }
 
 /// One identity's attempts: how many, and when the last one came (nanoseconds since
@@ -280,7 +283,7 @@ impl FaultInjector {
                 amount: input.params.opt_u64("amount").ok().flatten(),
                 payment_method,
                 metadata: &metadata,
-                since_active: active.activated_at.elapsed(),
+                since_active: input.real.saturating_duration_since(active.activated_at),
             })
         };
         if let Some(f) = &decision.fault {
@@ -431,6 +434,7 @@ mod tests {
             correlation_id: None,
             forced: None,
             now: Instant::now(),
+            real: Instant::now(),
         }
     }
 

@@ -106,7 +106,9 @@ async fn extract(
     // Set by the handler from `Authenticated` (admin routes have none).
     let api_key = ApiKey::none();
     let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
-    let key_header = parts.headers.get(&headers::IDEMPOTENCY_KEY).cloned();
+    let mut key_headers = parts.headers.get_all(&headers::IDEMPOTENCY_KEY).iter();
+    let key_header = key_headers.next().cloned();
+    let several_keys = key_headers.next().is_some();
     let forced_fault = parts
         .headers
         .get(&headers::FAUXPAY_FAULT)
@@ -130,7 +132,7 @@ async fn extract(
     };
     let idempotency_key = if reads_query {
         None
-    } else if parts.headers.get_all(&headers::IDEMPOTENCY_KEY).iter().nth(1).is_some() {
+    } else if several_keys {
         // Which one would be the key? Taking the first would silently ignore the other.
         return Err(Rejection(ApiError::invalid_request(
             "A request may carry one Idempotency-Key header; this one has several.",

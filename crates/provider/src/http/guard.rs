@@ -92,7 +92,8 @@ pub fn host_allowed(allowed: &[String], headers: &HeaderMap) -> bool {
         Some(i) if !host[i..].contains(']') => &host[..i],
         _ => host,
     };
-    allowed.iter().any(|a| a.eq_ignore_ascii_case(name))
+    // As sent, a name is usually spelled as allowed: compared as it is first.
+    allowed.iter().any(|a| a == name || a.eq_ignore_ascii_case(name))
 }
 
 /// Failed logins on the dashboard's token form: at most [`Throttle::FAILURES`] in a window

@@ -28,6 +28,8 @@ pub struct Arrival<'a> {
     /// The request's fingerprint, when the pipeline already has it (from the replay
     /// lane, or to remember it there); else admission computes it from `params`.
     pub fingerprint: Option<Fingerprint>,
+    /// The provider's time on arrival (its [`Clock`](crate::state::clock::Clock)).
+    pub now: std::time::Instant,
 }
 
 /// What a key stores for a request that ran: its result, or the 5xx a fault put in
@@ -63,7 +65,7 @@ pub fn admit(app: &Provider, req: &Arrival<'_>, endpoint: &Endpoint) -> Admissio
     let fingerprint = req
         .fingerprint
         .unwrap_or_else(|| Fingerprint::of(endpoint.path, endpoint.verb.as_str(), req.path, req.params));
-    match app.idempotency.begin(req.api_key, key, fingerprint, app.clock.now()) {
+    match app.idempotency.begin(req.api_key, key, fingerprint, req.now) {
         Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
         Begin::Replay(stored) => Admission::Replay(stored),
         Begin::InUse => {

@@ -245,6 +245,9 @@ async fn run_request(
             Err(refused) => return refused,
         }
     }
+    // One read of the clock for the plan and admission.
+    let real = std::time::Instant::now();
+    let now = app.clock.at(real);
     let mut correlation_id = match &known {
         Some((k, _)) => k.correlation_id.clone(),
         None => app.payments.correlate.of(&req.params),
@@ -258,7 +261,8 @@ async fn run_request(
             idempotency_key: req.idempotency_key.as_ref(),
             correlation_id: correlation_id.as_ref(),
             forced: req.forced_fault.as_deref(),
-            now: app.clock.now(),
+            now,
+            real,
         },
     ) {
         Ok(plan) => plan,
@@ -296,6 +300,7 @@ async fn run_request(
             path: &req.path,
             params: &req.params,
             fingerprint,
+            now,
         },
         endpoint,
     );

@@ -17,7 +17,13 @@ pub struct Clock {
 impl Clock {
     /// Now, as the provider sees it.
     pub fn now(&self) -> Instant {
-        Instant::now() + Duration::from_nanos(self.offset_ns.load(Ordering::Relaxed))
+        self.at(Instant::now())
+    }
+
+    /// The provider's time when the system's monotonic clock read `real` (one clock read
+    /// serves a request's several uses).
+    pub fn at(&self, real: Instant) -> Instant {
+        real + Duration::from_nanos(self.offset_ns.load(Ordering::Relaxed))
     }
 
     /// How far the provider's time has been moved forward so far.
