@@ -7,6 +7,7 @@
 #   BASELINE=/tmp/fauxpay-main bench/callgrind.sh new   # both, and their ratio
 #   bench/callgrind.sh webhook                      # new payments, each event delivered
 #   bench/callgrind.sh recovery                     # a data dir's payments recovered
+#   bench/callgrind.sh ceiling                      # replays, and hello sending their answer
 #
 # For each binary: starts `fauxpay serve --profile happy` under callgrind on
 # 127.0.0.1 (a free port, read from its start-up line), warms it up, zeroes the counters
@@ -26,7 +27,11 @@
 # in the warm-up). `webhook` is the `new` row with `--webhook` to a local 2xx receiver
 # (bench's hello, started outside valgrind): the dump waits until every delivery is
 # acknowledged (`/__fauxpay/webhooks/drain`), so a payment's three deliveries are in its
-# count; the difference from `new` is what delivering costs a payment.
+# count; the difference from `new` is what delivering costs a payment. `ceiling` is the
+# `replay` row, then the same requests answered by bench's hello sending the provider's
+# answer (as the bench's ceiling rows do; the answer is the binary's own, captured first):
+# its line adds ceiling_instructions_per_request and ratio (provider / ceiling), the
+# instructions a replay spends beyond the HTTP stack's.
 #
 # `recovery` has each binary write BENCH_REQUESTS new payments into a data dir of its own
 # (natively, then kill -9: the same requests, in the binary's own log schema, which an
@@ -53,14 +58,14 @@ from_caller() {
 }
 
 usage() {
-  echo "usage: [BASELINE=path] bench/callgrind.sh new|replay|webhook|recovery [fauxpay binary]" >&2
+  echo "usage: [BASELINE=path] bench/callgrind.sh new|replay|webhook|recovery|ceiling [fauxpay binary]" >&2
   exit 2
 }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 ROW=$1
 case $ROW in
   new | webhook | recovery) SCRIPT=new.lua ;;
-  replay) SCRIPT=replay.lua ;;
+  replay | ceiling) SCRIPT=replay.lua ;;
   *) usage ;;
 esac
 if [ $# = 2 ]; then
@@ -176,9 +181,15 @@ listening() {
 
 # The webhook row's receiver: bench's hello-world answers every POST with a 200.
 SERVE_ARGS=()
-if [ "$ROW" = webhook ]; then
-  HELLO=$(dirname "$BINARY")/hello
+HELLO=$(dirname "$BINARY")/hello
+if [ "$ROW" = webhook ] || [ "$ROW" = ceiling ]; then
   [ -x "$HELLO" ] || { echo "callgrind: $HELLO is missing (build it: cargo build --release -p fauxpay-bench --bin hello)" >&2; exit 2; }
+fi
+if [ "$ROW" = ceiling ] && [ -n "${BASELINE:-}" ]; then
+  echo "callgrind: the ceiling row compares the binary with hello; it takes no BASELINE" >&2
+  exit 2
+fi
+if [ "$ROW" = webhook ]; then
   "$HELLO" 127.0.0.1:0 >"$WORK/receiver.log" 2>&1 &
   RECEIVER_PID=$!
   receiver=$(listening "$WORK/receiver.log" "$RECEIVER_PID")
@@ -204,15 +215,18 @@ measure() {
   local bin=$1 tag log pid dump
   tag=$ROW-$2-$$
   log="$WORK/$tag.log"
+  local server=("$bin" serve --addr "127.0.0.1:$PORT" --profile happy "${SERVE_ARGS[@]}")
+  # The ceiling: hello sending the provider's answer ($WORK/answer.json, capture_answer).
+  [ "$2" != ceiling ] || server=("$HELLO" "127.0.0.1:$PORT" "$WORK/answer.json")
   env -u RUST_LOG valgrind --tool=callgrind --callgrind-out-file="$WORK/$tag.out" \
-    "$bin" serve --addr "127.0.0.1:$PORT" --profile happy "${SERVE_ARGS[@]}" >"$log" 2>&1 &
+    "${server[@]}" >"$log" 2>&1 &
   SERVER_PID=$!
   pid=$SERVER_PID
   URL=$(listening "$log" "$pid")
   [ -n "$URL" ] || { echo "callgrind: $bin did not start:" >&2; cat "$log" >&2; return 1; }
   echo "callgrind: $bin on $URL: $WARMUP warm-up requests, then $REQUESTS counted ($ROW, $CONNS connections)" >&2
 
-  if [ "$ROW" = replay ]; then
+  if [ "$SCRIPT" = replay.lua ]; then
     wrk_exact 1 1 "warm-$$" # the first answer, alone: concurrent firsts would get 409s
   fi
   wrk_exact "$WARMUP" "$CONNS" "warm-$$"
@@ -297,6 +311,21 @@ per_request() {
   awk "BEGIN {printf \"%.0f\", $1 / $REQUESTS}"
 }
 
+# capture_answer: the binary's answer to the replay row's request, in $WORK/answer.json
+# (what hello sends as the ceiling), with the same headers and body as replay.lua's.
+capture_answer() {
+  local log="$WORK/answer.log"
+  "$BINARY" serve --addr "127.0.0.1:$PORT" --profile happy >"$log" 2>&1 &
+  SERVER_PID=$!
+  URL=$(listening "$log" "$SERVER_PID")
+  [ -n "$URL" ] || { echo "callgrind: $BINARY did not start:" >&2; cat "$log" >&2; return 1; }
+  curl -s -o "$WORK/answer.json" -H "Authorization: Bearer sk_test_bench" -H "Idempotency-Key: bench-answer" \
+    -d amount=2000 -d currency=usd -d confirm=true -d payment_method=pm_card_visa -d "metadata[order_id]=bench-answer" \
+    "$URL/v1/payment_intents"
+  stop "$SERVER_PID"
+  [ -s "$WORK/answer.json" ] || { echo "callgrind: no answer from $BINARY to capture" >&2; return 1; }
+}
+
 measure "$BINARY" binary
 total=$TOTAL
 line="row=$ROW requests=$REQUESTS instructions_per_request=$(per_request "$total") instructions=$total"
@@ -305,5 +334,11 @@ if [ -n "${BASELINE:-}" ]; then
   base=$TOTAL
   ratio=$(awk "BEGIN {printf \"%.4f\", $total / $base}")
   line="$line baseline_instructions_per_request=$(per_request "$base") baseline_instructions=$base ratio=$ratio"
+fi
+if [ "$ROW" = ceiling ]; then
+  capture_answer
+  measure "$HELLO" ceiling
+  ratio=$(awk "BEGIN {printf \"%.4f\", $total / $TOTAL}")
+  line="$line ceiling_instructions_per_request=$(per_request "$TOTAL") ceiling_instructions=$TOTAL ratio=$ratio"
 fi
 echo "$line"
