@@ -311,15 +311,16 @@ per_request() {
   awk "BEGIN {printf \"%.0f\", $1 / $REQUESTS}"
 }
 
-# capture_answer: the binary's answer to the replay row's request, in $WORK/answer.json
-# (what hello sends as the ceiling), with the same headers and body as replay.lua's.
+# capture_answer: the binary's answer to a create-and-confirm like replay.lua's, in
+# $WORK/answer.json (what hello sends as the ceiling): the request bench/run.sh's
+# capture_answer sends for its ceiling rows.
 capture_answer() {
   local log="$WORK/answer.log"
   "$BINARY" serve --addr "127.0.0.1:$PORT" --profile happy >"$log" 2>&1 &
   SERVER_PID=$!
   URL=$(listening "$log" "$SERVER_PID")
   [ -n "$URL" ] || { echo "callgrind: $BINARY did not start:" >&2; cat "$log" >&2; return 1; }
-  curl -s -o "$WORK/answer.json" -H "Authorization: Bearer sk_test_bench" -H "Idempotency-Key: bench-answer" \
+  curl -fsS -o "$WORK/answer.json" -H "Authorization: Bearer sk_test_bench" -H "Idempotency-Key: bench-answer" \
     -d amount=2000 -d currency=usd -d confirm=true -d payment_method=pm_card_visa -d "metadata[order_id]=bench-answer" \
     "$URL/v1/payment_intents"
   stop "$SERVER_PID"

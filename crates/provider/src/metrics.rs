@@ -75,7 +75,9 @@ thread_local! {
     /// The request counters this thread counted last, with the [`Metrics`] (its `id`)
     /// and labels each belongs to: a request's count is then one atomic add, where the
     /// family's lookup (a lock and a hash of the labels) cost ~400 instructions
-    /// (bench/callgrind.sh replay).
+    /// (bench/callgrind.sh replay). The oldest goes first, hit or not: a thread that
+    /// cycles through more label sets than it keeps looks each up as before. The
+    /// family is never cleared, so a kept counter is always the one `/metrics` reads.
     static RECENT: RefCell<Vec<(u64, RequestLabels, Counter)>> = const { RefCell::new(Vec::new()) };
 }
 

@@ -1,7 +1,8 @@
 //! The provider's HTTP edge: everything that knows axum or hyper.
 //!
 //! `server` runs connections (and ends them abruptly when a fault says so), `observe`
-//! wraps every request (request id, metrics, panic → 500), `extract` turns a request
+//! wraps every request (request id, metrics, panic → 500) and dispatches `/v1` ones to
+//! their endpoint's handler, `extract` turns a request
 //! into the pipeline's [`Request`](crate::pipeline::Request), `response`
 //! writes answers and carries out the pipeline's [`Delivery`](crate::pipeline::Delivery),
 //! `routes` is the `/v1` route table built from each resource's endpoints, `admin` the

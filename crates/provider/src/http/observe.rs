@@ -6,16 +6,17 @@
 //! another origin can call it with a publishable key; to requests that carry `Origin`,
 //! as a browser's cross-origin ones do), and turns a panic in a handler
 //! into a Stripe-shaped 500 ([`panic_response`]), counted and given a Request-Id like any
-//! other answer.
-//!
-//! Its one route lookup also dispatches: a `/v1` request whose path and verb name an
-//! endpoint goes straight to that endpoint's handler ([`Direct`]), without a second
-//! lookup in axum's router or its per-request service machinery (measured: ~0.5 µs of a
-//! replay's ~14 µs, bench/notes.md). Anything else (another method, a path parameter
-//! that is percent-encoded, the admin API and the pages) goes through the router. The panic is caught here, by hand, rather than by tower-http's
+//! other answer. The panic is caught here, by hand, rather than by tower-http's
 //! `CatchPanicLayer` on the router (as the merchant does): measured with
 //! `bench/callgrind.sh new`, the layer cost ~1,500 instructions per request (2.1%: a
 //! boxed route and a boxed body per answer), this nothing measurable.
+//!
+//! Its one route lookup also dispatches: a `/v1` request whose path and verb name an
+//! endpoint goes straight to that endpoint's handler ([`Direct`]), without a second
+//! lookup in axum's router or the router's services around the handler (1,833
+//! instructions a replay, 5%, `bench/callgrind.sh replay`). Anything else (another
+//! method, a path parameter that is percent-encoded, the admin API and the pages) goes
+//! through the router.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -39,7 +40,7 @@ use crate::stripe::ids::RequestId;
 type AppState = Arc<Provider>;
 
 /// What a route pattern is: its label (the pattern, e.g. `/v1/payment_intents/{id}`) and
-/// the `/v1` endpoints served there, by verb (GET, POST, DELETE).
+/// the `/v1` endpoints served there, by verb ([`Verb::index`]).
 #[derive(Clone, Copy)]
 pub struct Route {
     pub label: &'static str,
@@ -62,7 +63,7 @@ impl Route {
             Method::DELETE => Verb::Delete,
             _ => return None,
         };
-        self.endpoints[verb as usize]
+        self.endpoints[verb.index()]
     }
 }
 
@@ -94,7 +95,8 @@ pub fn panic_response() -> Response {
 
 /// Around the whole router: gives every request a `Request-Id`, times it, counts it by
 /// route (the route pattern, e.g. `/v1/payment_intents/{id}`) and logs it. One plain
-/// service rather than per-route middleware: nothing is cloned per request.
+/// service rather than per-route middleware; a directly served request's handler is
+/// boxed once, as the router's route boxes it.
 #[derive(Clone)]
 pub struct Observe<S> {
     inner: S,

@@ -5,9 +5,9 @@
 //! request without a valid key gets its 401 before anything else is looked at), extract
 //! the request ([`LaneRequest`]: a byte-identical retry's body may come from the replay
 //! lane unparsed), run the pipeline, carry out its delivery. [`Observe`] calls it
-//! directly ([`direct`]) for the requests it matches to an endpoint; the router's route
-//! serves the rest (a percent-encoded id). Adding a resource is one line in
-//! [`RESOURCES`](crate::resources::RESOURCES).
+//! directly ([`direct`]) for the GET, POST and DELETE requests it matches to an endpoint;
+//! the router's route serves the rest (HEAD, a percent-encoded id). Adding a resource is
+//! one line in [`RESOURCES`](crate::resources::RESOURCES).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -54,7 +54,7 @@ pub fn router(provider: AppState) -> Observe<Router> {
     }
     for endpoint in endpoints() {
         if let Some(route) = routes.iter_mut().find(|r| r.label == endpoint.path) {
-            route.endpoints[endpoint.verb as usize] = Some(endpoint);
+            route.endpoints[endpoint.verb.index()] = Some(endpoint);
         }
     }
     let mut table = matchit::Router::new();
@@ -112,13 +112,13 @@ fn handler(endpoint: &'static Endpoint) -> MethodRouter<AppState> {
     };
     on(
         filter,
-        move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, LaneRequest(req): LaneRequest| async move {
+        move |State(app): State<AppState>, auth: Authenticated, path: RawPathParams, req: LaneRequest| async move {
             let mut values = path.iter().map(|(_, v)| v);
             let ids = PathIds {
                 id: values.next().unwrap_or(""),
                 sub: values.next().unwrap_or(""),
             };
-            serve(&app, endpoint, auth, ids, req).await
+            serve(&app, endpoint, auth, ids, req.0).await
         },
     )
 }

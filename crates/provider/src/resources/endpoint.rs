@@ -17,6 +17,15 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// The verb's place among the three (GET 0, POST 1, DELETE 2), for a table by verb.
+    pub fn index(self) -> usize {
+        match self {
+            Verb::Get => 0,
+            Verb::Post => 1,
+            Verb::Delete => 2,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verb::Get => "GET",
