@@ -224,7 +224,9 @@ measure() {
   pid=$SERVER_PID
   URL=$(listening "$log" "$pid")
   [ -n "$URL" ] || { echo "callgrind: $bin did not start:" >&2; cat "$log" >&2; return 1; }
-  echo "callgrind: $bin on $URL: $WARMUP warm-up requests, then $REQUESTS counted ($ROW, $CONNS connections)" >&2
+  local what=$ROW
+  [ "$ROW" != ceiling ] || what=$([ "$2" = ceiling ] && echo "the replay row's requests, hello sending the provider's answer" || echo replay)
+  echo "callgrind: $bin on $URL: $WARMUP warm-up requests, then $REQUESTS counted ($what, $CONNS connections)" >&2
 
   if [ "$SCRIPT" = replay.lua ]; then
     wrk_exact 1 1 "warm-$$" # the first answer, alone: concurrent firsts would get 409s

@@ -13,7 +13,10 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, Method, Request};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use super::headers;
 use super::server::ConnControl;
@@ -183,17 +186,17 @@ async fn extract(
 /// arm a timer: arming one and clearing it cost ~500 instructions a request, a clock read
 /// and the timer wheel's lock (bench/callgrind.sh replay). The yield wakes the task
 /// itself, so a body that has not come yet still gets its timer on the next run.
-async fn within<F: std::future::Future>(timeout: std::time::Duration, read: F) -> Result<F::Output, ()> {
+async fn within<F: Future>(timeout: Duration, read: F) -> Result<F::Output, ()> {
     let mut read = std::pin::pin!(read);
     let mut yielded = false;
     let early = std::future::poll_fn(|cx| match read.as_mut().poll(cx) {
-        std::task::Poll::Ready(out) => std::task::Poll::Ready(Some(out)),
-        std::task::Poll::Pending if !yielded => {
+        Poll::Ready(out) => Poll::Ready(Some(out)),
+        Poll::Pending if !yielded => {
             yielded = true;
             cx.waker().wake_by_ref();
-            std::task::Poll::Pending
+            Poll::Pending
         }
-        std::task::Poll::Pending => std::task::Poll::Ready(None),
+        Poll::Pending => Poll::Ready(None),
     })
     .await;
     match early {
@@ -206,7 +209,7 @@ async fn within<F: std::future::Future>(timeout: std::time::Duration, read: F) -
 /// `Content-Length` beyond the cap is a 413 at once (nothing is read), a body that grows
 /// beyond it (chunked) a 413 as soon as it does, a malformed one (a bad chunk size) a
 /// 400, and one that does not end in time a 408.
-pub async fn read_body(parts: &Parts, body: Body, timeout: std::time::Duration) -> Result<bytes::Bytes, ApiError> {
+pub async fn read_body(parts: &Parts, body: Body, timeout: Duration) -> Result<bytes::Bytes, ApiError> {
     let too_large = || {
         ApiError::new(
             Status::PayloadTooLarge,

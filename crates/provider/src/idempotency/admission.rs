@@ -32,6 +32,12 @@ pub struct Arrival<'a> {
     pub now: std::time::Instant,
 }
 
+/// The fingerprint a request to `endpoint` at `path` (as sent) with `params` is judged by
+/// when its key comes back.
+pub fn fingerprint(endpoint: &Endpoint, path: &str, params: &Params) -> Fingerprint {
+    Fingerprint::of(endpoint.path, endpoint.verb.as_str(), path, params)
+}
+
 /// What a key stores for a request that ran: its result, or the 5xx a fault put in
 /// its place after the commit (Stripe stores its 500s too).
 pub fn stored_result(
@@ -64,7 +70,7 @@ pub fn admit(app: &Provider, req: &Arrival<'_>, endpoint: &Endpoint) -> Admissio
     };
     let fingerprint = req
         .fingerprint
-        .unwrap_or_else(|| Fingerprint::of(endpoint.path, endpoint.verb.as_str(), req.path, req.params));
+        .unwrap_or_else(|| fingerprint(endpoint, req.path, req.params));
     match app.idempotency.begin(req.api_key, key, fingerprint, req.now) {
         Begin::Proceed(claim) => Admission::Fresh(Some(claim)),
         Begin::Replay(stored) => Admission::Replay(stored),

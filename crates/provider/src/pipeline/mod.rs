@@ -24,9 +24,9 @@ use crate::durable::commit::{execute_logged, CountedAttempt, Logged, Written};
 use crate::error::{ApiError, ErrorType, Status};
 use crate::fault_injection::attempt::{Attempt, KeyKind};
 use crate::fault_injection::{forced_by_params, retry_after_secs, PlanInput};
-use crate::idempotency::admission::{admit, stored_result, Admission, Arrival};
+use crate::idempotency::admission::{admit, fingerprint as fingerprint_of, stored_result, Admission, Arrival};
 use crate::idempotency::lane::{self, Known, RawKey};
-use crate::idempotency::{Claim, Fingerprint, IdempotencyKey, StoredResponse};
+use crate::idempotency::{Claim, IdempotencyKey, StoredResponse};
 use crate::journal::{Outcome, RequestRecord};
 use crate::resources::endpoint::{Call, Endpoint, PathIds, Verb};
 use crate::state::clock::now_ms;
@@ -282,12 +282,7 @@ async fn run_request(
     let keyed = req.idempotency_key.is_some() && endpoint.verb.is_write();
     let fingerprint = match (&known, raw) {
         (Some((k, _)), _) => Some(k.fingerprint),
-        (None, Some(_)) if keyed => Some(Fingerprint::of(
-            endpoint.path,
-            endpoint.verb.as_str(),
-            &req.path,
-            &req.params,
-        )),
+        (None, Some(_)) if keyed => Some(fingerprint_of(endpoint, &req.path, &req.params)),
         _ => None,
     };
     // The key is claimed on arrival, so a request held by latency or a fault is "in
@@ -324,12 +319,7 @@ async fn run_request(
                 correlation_id = app.payments.correlate.of(&req.params);
                 debug_assert_eq!(
                     fingerprint,
-                    Some(Fingerprint::of(
-                        endpoint.path,
-                        endpoint.verb.as_str(),
-                        &req.path,
-                        &req.params
-                    )),
+                    Some(fingerprint_of(endpoint, &req.path, &req.params)),
                     "the lane's fingerprint is the body's"
                 );
             }
@@ -462,6 +452,7 @@ async fn run_request(
         Some(fault) => break_connection(app, record, fault, Box::new(in_flight)),
     }
 }
+
 /// The parameters of a body the replay lane knew, parsed once the request needs them.
 /// The same bytes parsed before the lane remembered them, so the error is unreachable
 /// short of a parser that changed under a running process; it is answered, not panicked.
