@@ -71,6 +71,39 @@ impl Serialize for Outcome {
     }
 }
 
+/// Requests a thread logs one after another into one shard before it moves on to the
+/// next. A shard picked by sequence number, as it was, had each request lock a shard and
+/// write a tail its thread last touched 64 requests before, and had two threads write
+/// every shard; in runs, a shard's lock and tail stay in the thread's cache for a run, and
+/// two threads share a shard only where their runs meet.
+const RUN: u32 = 16;
+
+/// The shard the calling thread logs its next request into: runs of [`RUN`] in each shard
+/// in turn, so that every shard takes an equal share of a thread's requests and the log
+/// keeps the most recent [`REQUEST_LOG_CAPACITY`] of one thread's requests exactly (of
+/// several threads' at once, give or take a run a thread in each shard). Threads start
+/// their turns apart. One cursor a thread serves every journal of the process: where a
+/// request goes only spreads the writes, and any shard will do.
+fn next_shard() -> usize {
+    use std::cell::Cell;
+    static THREADS: AtomicU64 = AtomicU64::new(0);
+    thread_local!(static AT: Cell<Option<(usize, u32)>> = const { Cell::new(None) });
+    AT.with(|at| {
+        let (shard, logged) = at.get().unwrap_or_else(|| {
+            // 23 and 64 share no factor: the first 64 threads start in 64 shards.
+            let start = THREADS.fetch_add(1, Ordering::Relaxed).wrapping_mul(23) as usize % SHARDS;
+            (start, 0)
+        });
+        let (shard, logged) = if logged == RUN {
+            ((shard + 1) % SHARDS, 0)
+        } else {
+            (shard, logged)
+        };
+        at.set(Some((shard, logged + 1)));
+        shard
+    })
+}
+
 /// The journal itself: its shards, and how many requests were ever recorded.
 #[derive(Default)]
 pub struct Journal {
@@ -83,7 +116,7 @@ impl Journal {
     /// Adds a request to the log (the oldest entries fall out beyond the capacity).
     pub fn record(&self, mut record: RequestRecord) {
         record.seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let mut shard = self.shards.lock_index(record.seq as usize);
+        let mut shard = self.shards.lock_index(next_shard());
         if shard.len() >= REQUEST_LOG_CAPACITY / SHARDS {
             shard.pop_front();
         }
@@ -118,31 +151,73 @@ impl Journal {
 mod tests {
     use super::*;
 
+    fn request(identity: String) -> RequestRecord {
+        RequestRecord {
+            seq: 0,
+            request_id: RequestId::generate(),
+            time_ms: 0,
+            method: Verb::Post,
+            path: "/".into(),
+            identity: identity.into(),
+            attempt: 1,
+            idempotency_key: None,
+            correlation_id: None,
+            fault: None,
+            outcome: Outcome::Status(200),
+            committed_status: None,
+            replayed: false,
+            object: None,
+        }
+    }
+
     #[test]
     fn the_request_log_is_bounded_and_ordered() {
         let journal = Journal::default();
         for i in 0..(REQUEST_LOG_CAPACITY + 500) {
-            journal.record(RequestRecord {
-                seq: 0,
-                request_id: RequestId::generate(),
-                time_ms: 0,
-                method: Verb::Post,
-                path: "/".into(),
-                identity: format!("id-{i}").into(),
-                attempt: 1,
-                idempotency_key: None,
-                correlation_id: None,
-                fault: None,
-                outcome: Outcome::Status(200),
-                committed_status: None,
-                replayed: false,
-                object: None,
-            });
+            journal.record(request(format!("id-{i}")));
         }
         let all = journal.recent(usize::MAX, |_| true);
-        assert!(all.len() <= REQUEST_LOG_CAPACITY);
-        assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+        // One thread's requests: exactly the most recent ones, whichever shard its runs
+        // began in.
+        let seqs: Vec<u64> = all.iter().map(|r| r.seq).collect();
+        let expected: Vec<u64> = (501..=(REQUEST_LOG_CAPACITY as u64 + 500)).collect();
+        assert_eq!(seqs, expected);
         let last = journal.recent(3, |_| true);
         assert_eq!(last[2].identity.as_str(), format!("id-{}", REQUEST_LOG_CAPACITY + 499));
+    }
+
+    #[test]
+    fn threads_logging_at_once_keep_the_log_bounded_ordered_and_recent() {
+        let journal = Journal::default();
+        let per_thread = REQUEST_LOG_CAPACITY;
+        std::thread::scope(|s| {
+            for t in 0..3 {
+                let journal = &journal;
+                s.spawn(move || {
+                    for i in 0..per_thread {
+                        journal.record(request(format!("t{t}-{i}")));
+                    }
+                });
+            }
+        });
+        let all = journal.recent(usize::MAX, |_| true);
+        assert!(all.len() <= REQUEST_LOG_CAPACITY, "{}", all.len());
+        assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
+        // Each thread's last request is kept. Of the most recent requests, a shard lost
+        // at most a run a thread to other runs that came after them in it.
+        for t in 0..3 {
+            let last = format!("t{t}-{}", per_thread - 1);
+            assert!(all.iter().any(|r| r.identity.as_str() == last), "{last} missing");
+        }
+        let total = (3 * per_thread) as u64;
+        let recent = all
+            .iter()
+            .filter(|r| r.seq > total - REQUEST_LOG_CAPACITY as u64)
+            .count();
+        let slack = SHARDS * RUN as usize * 3;
+        assert!(
+            recent >= REQUEST_LOG_CAPACITY - slack,
+            "{recent} of the {REQUEST_LOG_CAPACITY} most recent requests kept"
+        );
     }
 }
