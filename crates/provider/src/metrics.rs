@@ -6,17 +6,26 @@
 //! the queue depth). Charge, refund, duplicate and fault figures are read from the
 //! ledger and the fault injector when scraped. The text is OpenMetrics 1.0 (counters end
 //! in `_total`), which Prometheus scrapes as it is.
+//!
+//! What every request writes (its route's counter, the latency histogram, the in-flight
+//! gauge) is kept in parts, a thread writing its own ([`SpreadCounter`],
+//! [`SpreadHistogram`], [`SpreadGauge`]), and summed when scraped: no cache line of them
+//! is written by every core.
 
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::state::ledger::Ledger;
@@ -68,6 +77,146 @@ struct FaultLabels {
     when: &'static str,
 }
 
+/// The parts a [`SpreadGauge`] or [`SpreadHistogram`] is written in: a thread writes one
+/// of its own (the `n`th thread to write one, part `n % PARTS`), and `/metrics` adds them
+/// up. A metric every request writes is then not a cache line every core writes: with one
+/// shared histogram, each request took its write lock.
+const PARTS: usize = 8;
+
+/// The calling thread's part.
+fn part() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Set on first use (a `const` thread local reads as one load; a lazy one checks its state).
+    thread_local!(static PART: Cell<usize> = const { Cell::new(PARTS) });
+    PART.with(|p| match p.get() {
+        PARTS => {
+            let part = NEXT.fetch_add(1, Ordering::Relaxed) % PARTS;
+            p.set(part);
+            part
+        }
+        part => part,
+    })
+}
+
+/// A counter that each thread counts in a part of its own ([`PARTS`]); its value is their
+/// sum. The request counters are these: one per label set, counted by every core.
+#[derive(Debug, Clone, Default)]
+pub struct SpreadCounter {
+    parts: Arc<[CachePadded<AtomicU64>; PARTS]>,
+}
+
+impl SpreadCounter {
+    pub fn inc(&self) {
+        self.parts[part()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.parts.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+    }
+}
+
+impl TypedMetric for SpreadCounter {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl EncodeMetric for SpreadCounter {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_counter::<NoLabelSet, _, u64>(&self.get(), None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+/// A gauge that each thread moves in a part of its own ([`PARTS`]); its value is their sum.
+#[derive(Debug, Clone, Default)]
+pub struct SpreadGauge {
+    parts: Arc<[CachePadded<AtomicI64>; PARTS]>,
+}
+
+impl SpreadGauge {
+    pub fn inc(&self) {
+        self.parts[part()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes one back (on any thread: parts may go below zero, their sum does not).
+    pub fn dec(&self) {
+        self.parts[part()].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> i64 {
+        self.parts.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+    }
+}
+
+impl EncodeMetric for SpreadGauge {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        encoder.encode_gauge(&self.get())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
+}
+
+/// One thread's part of a [`SpreadHistogram`]: the sum and count of what it observed, and
+/// how many fell in each of [`BUCKETS`] and +Inf (in the first whose bound is at least the
+/// value, as `prometheus-client`'s histogram counts them).
+#[derive(Debug, Default)]
+struct HistogramPart {
+    sum: f64,
+    count: u64,
+    buckets: [u64; BUCKETS.len() + 1],
+}
+
+/// The request latency histogram, on [`BUCKETS`], observed by each thread in a part of its
+/// own ([`PARTS`]) and rendered as one histogram, as `prometheus-client`'s renders.
+#[derive(Debug, Clone, Default)]
+pub struct SpreadHistogram {
+    parts: Arc<[CachePadded<Mutex<HistogramPart>>; PARTS]>,
+}
+
+impl SpreadHistogram {
+    pub fn observe(&self, v: f64) {
+        // The last bound is `f64::MAX` (+Inf), as in `prometheus-client`'s histogram, where
+        // a value above it (or NaN) is counted but in no bucket.
+        let bucket = BUCKETS.iter().chain([&f64::MAX]).position(|&b| b >= v);
+        let mut part = self.parts[part()].lock();
+        part.sum += v;
+        part.count += 1;
+        if let Some(i) = bucket {
+            part.buckets[i] += 1;
+        }
+    }
+
+    /// The sum and count of every part, and each bucket's count with its bound.
+    fn total(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let mut buckets: Vec<(f64, u64)> = BUCKETS.iter().chain([&f64::MAX]).map(|&b| (b, 0)).collect();
+        let (mut sum, mut count) = (0.0, 0);
+        for part in self.parts.iter() {
+            let part = part.lock();
+            sum += part.sum;
+            count += part.count;
+            for (total, n) in buckets.iter_mut().zip(part.buckets) {
+                total.1 += n;
+            }
+        }
+        (sum, count, buckets)
+    }
+}
+
+impl EncodeMetric for SpreadHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (sum, count, buckets) = self.total();
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
 /// Where a thread keeps the request counters it counted last ([`Metrics::observe_request`]).
 const RECENT_COUNTERS: usize = 16;
 
@@ -78,7 +227,7 @@ thread_local! {
     /// (bench/callgrind.sh replay). The oldest goes first, hit or not: a thread that
     /// cycles through more label sets than it keeps looks each up as before. The
     /// family is never cleared, so a kept counter is always the one `/metrics` reads.
-    static RECENT: RefCell<Vec<(u64, RequestLabels, Counter)>> = const { RefCell::new(Vec::new()) };
+    static RECENT: RefCell<Vec<(u64, RequestLabels, SpreadCounter)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Tells apart the [`Metrics`] a thread's recent counters belong to.
@@ -88,8 +237,8 @@ pub struct Metrics {
     /// This instance, among those of the process (tests run several).
     id: u64,
     registry: Registry,
-    requests: Family<RequestLabels, Counter>,
-    duration: Histogram,
+    requests: Family<RequestLabels, SpreadCounter>,
+    duration: SpreadHistogram,
     pub replays: Counter,
     pub in_flight_conflicts: Counter,
     pub key_mismatches: Counter,
@@ -98,7 +247,7 @@ pub struct Metrics {
     /// Compactions of the data dir's log (`--retain`).
     pub data_log_compactions: Counter,
     /// `/v1` requests being executed right now (held and delayed ones included).
-    pub in_flight: Gauge,
+    pub in_flight: SpreadGauge,
     /// Connections open now, and those refused beyond `--max-connections`.
     pub connections: Gauge,
     pub connections_refused: Counter,
@@ -107,11 +256,11 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let requests = Family::<RequestLabels, Counter>::default();
-        let duration = Histogram::new(BUCKETS);
+        let requests = Family::<RequestLabels, SpreadCounter>::default();
+        let duration = SpreadHistogram::default();
         let (replays, in_flight_conflicts, key_mismatches) = Default::default();
         let data_log_refusals = Counter::default();
-        let in_flight = Gauge::default();
+        let in_flight = SpreadGauge::default();
         let webhooks = WebhookMetrics {
             deliveries: Family::default(),
             latency: Histogram::new(BUCKETS),
@@ -178,7 +327,7 @@ impl Default for Metrics {
         registry.register(
             "fauxpay_api_requests_in_flight",
             "API requests being executed (held and delayed ones included)",
-            Gauge::clone(&in_flight),
+            in_flight.clone(),
         );
         registry.register(
             "fauxpay_request_duration_seconds",
@@ -315,6 +464,63 @@ mod tests {
             text_a.contains("fauxpay_http_requests_total{route=\"/v1/charges\",method=\"POST\",status=\"316\"} 1"),
             "{text_a}"
         );
+    }
+
+    #[test]
+    fn threads_counting_at_once_render_one_counter_histogram_and_gauge() {
+        let m = Metrics::default();
+        let reference = Histogram::new(BUCKETS);
+        // Powers of two, so that the sums are exact in any order; the last two only in +Inf.
+        let values = [
+            0.5f64.powi(12),
+            0.5f64.powi(11),
+            0.5f64.powi(9),
+            0.0625,
+            2.0,
+            16.0,
+            1024.0,
+        ];
+        std::thread::scope(|s| {
+            for t in 0..(PARTS + 3) {
+                let (m, reference) = (&m, &reference);
+                s.spawn(move || {
+                    for (i, v) in values.iter().enumerate() {
+                        m.duration.observe(*v);
+                        reference.observe(*v);
+                        m.observe_request("/v1/charges", "POST", 200, Duration::ZERO);
+                        reference.observe(0.0);
+                        m.in_flight.inc();
+                        // Half the threads end another thread's requests.
+                        if (t + i) % 2 == 0 {
+                            m.in_flight.dec();
+                        }
+                    }
+                });
+            }
+        });
+        fn rendered(metric: impl prometheus_client::registry::Metric) -> String {
+            let mut registry = Registry::default();
+            registry.register("fauxpay_request_duration_seconds", "Time to answer a request", metric);
+            let mut text = String::new();
+            let _ = encode_registry(&mut text, &registry);
+            text
+        }
+        assert_eq!(rendered(m.duration.clone()), rendered(reference));
+        let text = m.render(&Ledger::default(), &[]);
+        let line = format!(
+            "fauxpay_http_requests_total{{route=\"/v1/charges\",method=\"POST\",status=\"200\"}} {}\n",
+            (PARTS + 3) * values.len()
+        );
+        assert!(text.contains(&line), "{text}");
+        let threads = (PARTS + 3) as i64;
+        let ended: i64 = (0..threads)
+            .map(|t| (0..7).filter(|i| (t + i) % 2 == 0).count() as i64)
+            .sum();
+        assert_eq!(m.in_flight.get(), threads * 7 - ended);
+        for _ in 0..(threads * 7 - ended) {
+            m.in_flight.dec();
+        }
+        assert_eq!(m.in_flight.get(), 0);
     }
 
     #[test]
