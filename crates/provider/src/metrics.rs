@@ -98,20 +98,33 @@ fn part() -> usize {
     })
 }
 
-/// A counter that each thread counts in a part of its own ([`PARTS`]); its value is their
-/// sum. The request counters are these: one per label set, counted by every core.
+/// A number each thread adds to in a part of its own ([`PARTS`]); its value is their sum.
 #[derive(Debug, Clone, Default)]
-pub struct SpreadCounter {
-    parts: Arc<[CachePadded<AtomicU64>; PARTS]>,
+struct Parts(Arc<[CachePadded<AtomicI64>; PARTS]>);
+
+impl Parts {
+    fn add(&self, n: i64) {
+        self.0[part()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn sum(&self) -> i64 {
+        self.0.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+    }
 }
+
+/// A counter in [`Parts`]. The request counters are these: one per label set, counted by
+/// every core.
+#[derive(Debug, Clone, Default)]
+pub struct SpreadCounter(Parts);
 
 impl SpreadCounter {
     pub fn inc(&self) {
-        self.parts[part()].fetch_add(1, Ordering::Relaxed);
+        self.0.add(1);
     }
 
     pub fn get(&self) -> u64 {
-        self.parts.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+        // Only ever added to: the sum is never below zero.
+        u64::try_from(self.0.sum()).unwrap_or_default()
     }
 }
 
@@ -129,24 +142,22 @@ impl EncodeMetric for SpreadCounter {
     }
 }
 
-/// A gauge that each thread moves in a part of its own ([`PARTS`]); its value is their sum.
+/// A gauge in [`Parts`]: one thread may move it up and another down, so a part may go
+/// below zero; their sum does not.
 #[derive(Debug, Clone, Default)]
-pub struct SpreadGauge {
-    parts: Arc<[CachePadded<AtomicI64>; PARTS]>,
-}
+pub struct SpreadGauge(Parts);
 
 impl SpreadGauge {
     pub fn inc(&self) {
-        self.parts[part()].fetch_add(1, Ordering::Relaxed);
+        self.0.add(1);
     }
 
-    /// Takes one back (on any thread: parts may go below zero, their sum does not).
     pub fn dec(&self) {
-        self.parts[part()].fetch_sub(1, Ordering::Relaxed);
+        self.0.add(-1);
     }
 
     pub fn get(&self) -> i64 {
-        self.parts.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+        self.0.sum()
     }
 }
 
