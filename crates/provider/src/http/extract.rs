@@ -89,10 +89,18 @@ impl FromRequest<Arc<Provider>> for LaneRequest {
 }
 
 impl LaneRequest {
-    /// The request whose `Request-Id` is `request_id` (given, not read from its
-    /// extensions: a request [`super::observe::Observe`] serves directly has none).
-    pub async fn with_id(req: Request<Body>, state: &Arc<Provider>, request_id: RequestId) -> Result<Self, Rejection> {
-        extract(req, state, true, Some(request_id)).await.map(Self)
+    /// The request whose `Request-Id` is `request_id`, on the connection `connection`
+    /// ends (given, not read from its extensions: a request
+    /// [`super::observe::Observe`] serves directly has none).
+    pub async fn with_id(
+        req: Request<Body>,
+        state: &Arc<Provider>,
+        request_id: RequestId,
+        connection: Option<Arc<ConnControl>>,
+    ) -> Result<Self, Rejection> {
+        extract(req, state, true, Some((request_id, connection)))
+            .await
+            .map(Self)
     }
 }
 
@@ -100,12 +108,20 @@ async fn extract(
     req: Request<Body>,
     state: &Arc<Provider>,
     lane: bool,
-    request_id: Option<RequestId>,
+    given: Option<(RequestId, Option<Arc<ConnControl>>)>,
 ) -> Result<ApiRequest, Rejection> {
     let (parts, body) = req.into_parts();
-    let request_id = request_id
-        .or_else(|| parts.extensions.get::<RequestId>().copied())
-        .unwrap_or_else(RequestId::generate);
+    let (request_id, connection) = match given {
+        Some(given) => given,
+        None => (
+            parts
+                .extensions
+                .get::<RequestId>()
+                .copied()
+                .unwrap_or_else(RequestId::generate),
+            parts.extensions.get::<Arc<ConnControl>>().cloned(),
+        ),
+    };
     // Set by the handler from `Authenticated` (admin routes have none).
     let api_key = ApiKey::none();
     let reads_query = parts.method == Method::GET || parts.method == Method::DELETE;
@@ -176,7 +192,7 @@ async fn extract(
         },
         body,
         key_header,
-        connection: parts.extensions.get::<Arc<ConnControl>>().cloned(),
+        connection,
     })
 }
 

@@ -29,9 +29,11 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::http::{HeaderValue, Method, Request};
 use axum::response::{IntoResponse, Response};
+use hyper::body::Incoming;
 use tower_service::Service;
 
 use super::headers;
+use super::server::{ConnControl, ConnectionService};
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
 use crate::resources::endpoint::{Endpoint, Verb};
@@ -74,12 +76,14 @@ pub struct PathValues {
     pub sub: String,
 }
 
-/// An endpoint's handler, called by [`Observe`] for a request it matched.
+/// An endpoint's handler, called by [`Observe`] for a request it matched, with the
+/// request's connection's control (none outside [`super::server`]).
 pub type Direct = fn(
     AppState,
     &'static Endpoint,
     PathValues,
     RequestId,
+    Option<Arc<ConnControl>>,
     Request<Body>,
 ) -> Pin<Box<dyn Future<Output = Response> + Send>>;
 
@@ -105,6 +109,10 @@ pub struct Observe<S> {
     /// match them.
     routes: Arc<matchit::Router<Route>>,
     direct: Direct,
+    /// The connection's control, when [`super::server`] serves it
+    /// ([`ConnectionService::for_connection`]): handed to a directly served request's
+    /// handler, and put in a routed request's extensions.
+    connection: Option<Arc<ConnControl>>,
 }
 
 impl<S> Observe<S> {
@@ -116,7 +124,19 @@ impl<S> Observe<S> {
             app,
             routes: Arc::new(routes),
             direct,
+            connection: None,
         }
+    }
+}
+
+impl<S> ConnectionService for Observe<S>
+where
+    Observe<S>: Service<Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+{
+    fn for_connection(&self, control: &Arc<ConnControl>) -> Self {
+        let mut service = self.clone();
+        service.connection = Some(control.clone());
+        service
     }
 }
 
@@ -194,11 +214,21 @@ where
             true if cors && req.method() == Method::OPTIONS => (None, Some(Early::Preflight)),
             true => match std::panic::catch_unwind(AssertUnwindSafe(|| match direct {
                 Some((endpoint, ids)) => Inner::Direct {
-                    future: (self.direct)(self.app.clone(), endpoint, ids, request_id, req.map(Body::new)),
+                    future: (self.direct)(
+                        self.app.clone(),
+                        endpoint,
+                        ids,
+                        request_id,
+                        self.connection.clone(),
+                        req.map(Body::new),
+                    ),
                 },
                 None => {
-                    // The router's handlers read the id from the request.
+                    // The router's handlers read the id and the connection from the request.
                     req.extensions_mut().insert(request_id);
+                    if let Some(control) = &self.connection {
+                        req.extensions_mut().insert(control.clone());
+                    }
                     Inner::Router {
                         future: self.inner.call(req),
                     }
@@ -349,7 +379,7 @@ mod tests {
         let router: Router = Router::new().route("/boom", get(|| async { panic!("a bug") as &'static str }));
         let mut routes = matchit::Router::new();
         routes.insert("/boom", Route::label("/boom")).unwrap();
-        let mut observe = Observe::new(router, app.clone(), routes, |_, _, _, _, _| {
+        let mut observe = Observe::new(router, app.clone(), routes, |_, _, _, _, _, _| {
             Box::pin(async { unreachable!("no endpoint is routed") })
         });
         let req = Request::builder().uri("/boom").body(axum::body::Body::empty()).unwrap();

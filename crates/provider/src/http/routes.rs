@@ -23,6 +23,7 @@ use axum::Router;
 use super::extract::{ApiRequest, Authenticated, LaneRequest};
 use super::observe::{Observe, PathValues, Route};
 use super::response::deliver;
+use super::server::ConnControl;
 use super::{admin, checkout, dashboard, stripe_js, three_ds};
 use crate::app::Provider;
 use crate::error::{ApiError, ErrorType, Status};
@@ -76,6 +77,7 @@ fn direct(
     endpoint: &'static Endpoint,
     ids: PathValues,
     request_id: RequestId,
+    connection: Option<Arc<ConnControl>>,
     req: Request<Body>,
 ) -> Pin<Box<dyn Future<Output = Response> + Send>> {
     Box::pin(async move {
@@ -84,7 +86,7 @@ fn direct(
             Ok(auth) => auth,
             Err(refused) => return refused.into_response(),
         };
-        match LaneRequest::with_id(Request::from_parts(parts, body), &app, request_id).await {
+        match LaneRequest::with_id(Request::from_parts(parts, body), &app, request_id, connection).await {
             Ok(LaneRequest(req)) => {
                 serve(
                     &app,

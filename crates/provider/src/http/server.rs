@@ -3,8 +3,8 @@
 //!
 //! Injected network faults need more than a response: `drop_response` closes the
 //! connection without sending a byte, `reset` closes it with a TCP RST (zero linger),
-//! `hang` holds it. A handler asks for that through the [`ConnControl`] in its request's
-//! extensions; the connection task then drops the HTTP connection (and so the socket)
+//! `hang` holds it. A handler asks for that through the connection's [`ConnControl`], which
+//! the connection's service holds ([`ConnectionService`]); the connection task then drops the HTTP connection (and so the socket)
 //! without writing anything. A held connection is handed to a small task of its own
 //! that keeps only the socket (and what the request must keep alive: its idempotency
 //! claim, its in-flight count) until the hold ends, the client goes away or the server
@@ -150,6 +150,23 @@ struct Shared {
     limits: Limits,
 }
 
+/// What [`serve_connections`] serves: a service made for each connection, which holds the
+/// connection's [`ConnControl`] itself, so that no request carries it (an extension costs
+/// every request a map: ~480 instructions, `bench/callgrind.sh`).
+pub trait ConnectionService:
+    Service<hyper::Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static
+{
+    /// This service, for the connection that `control` ends.
+    fn for_connection(&self, control: &Arc<ConnControl>) -> Self;
+}
+
+/// A plain router (the benchmark's hello) has no fault to act with: it keeps no control.
+impl ConnectionService for axum::Router {
+    fn for_connection(&self, _: &Arc<ConnControl>) -> Self {
+        self.clone()
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests
 /// finish until `limits.shutdown_deadline`, and cuts whatever is left.
 pub async fn serve_connections<S>(
@@ -160,7 +177,7 @@ pub async fn serve_connections<S>(
     stats: ConnectionStats,
 ) -> std::io::Result<()>
 where
-    S: Service<hyper::Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S: ConnectionService,
     S::Future: Send + 'static,
 {
     let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
@@ -261,7 +278,7 @@ fn refuse(stream: TcpStream, refusing: &Arc<AtomicUsize>) {
 
 async fn connection<S>(stream: TcpStream, app: S, shared: Shared, open: OpenConnection)
 where
-    S: Service<hyper::Request<Incoming>, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S: ConnectionService,
     S::Future: Send + 'static,
 {
     let Shared {
@@ -272,9 +289,8 @@ where
     let _ = stream.set_nodelay(true);
     let control = Arc::new(ConnControl::default());
     let service = {
-        let control = control.clone();
-        hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-            req.extensions_mut().insert(control.clone());
+        let app = app.for_connection(&control);
+        hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
             let mut app = app.clone();
             async move { app.call(req).await }
         })

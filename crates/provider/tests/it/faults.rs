@@ -138,6 +138,34 @@ async fn reset_gives_econnreset() {
 }
 
 #[tokio::test]
+async fn a_fault_ends_the_connection_of_a_request_the_router_serves_too() {
+    // An id sent percent-encoded goes through axum's router, not Observe's dispatch: the
+    // connection's control reaches its handler in the request's extensions.
+    let h = Harness::default().await;
+    let body = "amount=500&currency=usd&payment_method=pm_card_visa&metadata[order_id]=routed";
+    let (status, pi) = json(h.form("/v1/payment_intents", body, None).await).await;
+    assert_eq!(status, 200, "{pi}");
+    let encoded = pi["id"].as_str().unwrap().replace('_', "%5F");
+    let fault = Fault::reset(When::AfterCommit).header_value();
+    let err = raw_post(
+        &h,
+        &format!("/v1/payment_intents/{encoded}/confirm"),
+        "",
+        &[("Fauxpay-Fault", &fault)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ConnectionReset);
+    let ledger = h.ledger("").await;
+    assert_eq!(
+        ledger.len(),
+        1,
+        "the confirmation charged, then the connection was reset"
+    );
+    assert_eq!(ledger[0]["correlation_id"], "routed");
+}
+
+#[tokio::test]
 async fn hang_outlasts_the_client_timeout() {
     let h = Harness::default().await;
     let client = reqwest::Client::builder()
