@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 
 use crate::idempotency::key::IdempotencyKey;
 use crate::resources::endpoint::Verb;
-use crate::state::shard::{Sharded, SHARDS};
+use crate::state::shard::{thread_turn, Sharded, SHARDS};
 use crate::stripe::ids::{CorrelationId, ObjectId, RequestId};
 
 /// Requests kept for `GET /__fauxpay/requests`.
@@ -78,22 +78,24 @@ impl Serialize for Outcome {
 /// two threads share a shard only where their runs meet.
 const RUN: u32 = 16;
 
+/// One thread's runs cover every shard, a whole number of times, in the log's capacity:
+/// what keeps one thread's most recent requests exactly.
+const _: () = assert!(REQUEST_LOG_CAPACITY % (SHARDS * RUN as usize) == 0);
+
 /// The shard the calling thread logs its next request into: runs of [`RUN`] in each shard
-/// in turn, so that every shard takes an equal share of a thread's requests and the log
-/// keeps the most recent [`REQUEST_LOG_CAPACITY`] of one thread's requests exactly (of
-/// several threads' at once, give or take a run a thread in each shard). Threads start
-/// their turns apart. One cursor a thread serves every journal of the process: where a
+/// in turn, so that every shard takes an equal share of a thread's requests. A journal
+/// that one thread alone logs into keeps exactly its most recent
+/// [`REQUEST_LOG_CAPACITY`] requests; one that several threads log into at once keeps
+/// them give or take a run a thread in each shard. Threads start their runs apart, by
+/// their turns ([`thread_turn`]). One cursor a thread serves every journal of the
+/// process (a thread logging into two journals in turn spreads each less evenly): where a
 /// request goes only spreads the writes, and any shard will do.
 fn next_shard() -> usize {
     use std::cell::Cell;
-    static THREADS: AtomicU64 = AtomicU64::new(0);
     thread_local!(static AT: Cell<Option<(usize, u32)>> = const { Cell::new(None) });
     AT.with(|at| {
-        let (shard, logged) = at.get().unwrap_or_else(|| {
-            // 23 and 64 share no factor: the first 64 threads start in 64 shards.
-            let start = THREADS.fetch_add(1, Ordering::Relaxed).wrapping_mul(23) as usize % SHARDS;
-            (start, 0)
-        });
+        // 23 and 64 share no factor: the first 64 threads start in 64 shards.
+        let (shard, logged) = at.get().unwrap_or_else(|| (thread_turn().wrapping_mul(23) % SHARDS, 0));
         let (shard, logged) = if logged == RUN {
             ((shard + 1) % SHARDS, 0)
         } else {

@@ -46,7 +46,7 @@ pub use app::Provider;
 pub use config::{Config, Limits};
 pub use http::guard::LOOPBACK_HOSTS;
 pub use http::lifecycle::{serve, RunningProvider};
-pub use http::server::{raise_open_file_limit, serve_connections, ConnControl, ConnectionService, ConnectionStats};
+pub use http::server::{raise_open_file_limit, serve_connections, ConnectionStats};
 pub use idempotency::Mode as IdempotencyMode;
 pub use pipeline::direct::post as post_in_process;
 pub use state::payments::{CorrelationSource, DuplicatePolicy};

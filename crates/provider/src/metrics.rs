@@ -1,4 +1,5 @@
-//! Prometheus metrics for `GET /metrics`, kept and encoded by `prometheus-client`.
+//! Prometheus metrics for `GET /metrics`, encoded by `prometheus-client` (and kept by it,
+//! but for what every request writes, below).
 //!
 //! Live on the request path: requests by route, method and status, a request latency
 //! histogram, idempotent replays, in-flight key conflicts and key mismatches, and the
@@ -12,8 +13,8 @@
 //! [`SpreadHistogram`], [`SpreadGauge`]), and summed when scraped: no cache line of them
 //! is written by every core.
 
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
 use crate::state::ledger::Ledger;
+use crate::state::shard::thread_turn;
 use fauxpay_faults::{FaultKind, When};
 
 /// Upper bounds (seconds) of the latency histogram's buckets.
@@ -77,25 +79,17 @@ struct FaultLabels {
     when: &'static str,
 }
 
-/// The parts a [`SpreadGauge`] or [`SpreadHistogram`] is written in: a thread writes one
-/// of its own (the `n`th thread to write one, part `n % PARTS`), and `/metrics` adds them
-/// up. A metric every request writes is then not a cache line every core writes: with one
-/// shared histogram, each request took its write lock.
+/// The parts a [`SpreadCounter`], [`SpreadGauge`] or [`SpreadHistogram`] is written in: a
+/// thread writes the part of its turn ([`thread_turn`] modulo `PARTS`), and `/metrics`
+/// adds them up. A metric every request writes is then not a cache line every core
+/// writes: with one shared histogram, each request took its write lock. A part is a
+/// 128-byte line pair: ~1 KiB a metric (the request counters are one a label set; their
+/// label sets are bounded).
 const PARTS: usize = 8;
 
 /// The calling thread's part.
 fn part() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    // Set on first use (a `const` thread local reads as one load; a lazy one checks its state).
-    thread_local!(static PART: Cell<usize> = const { Cell::new(PARTS) });
-    PART.with(|p| match p.get() {
-        PARTS => {
-            let part = NEXT.fetch_add(1, Ordering::Relaxed) % PARTS;
-            p.set(part);
-            part
-        }
-        part => part,
-    })
+    thread_turn() % PARTS
 }
 
 /// A number each thread adds to in a part of its own ([`PARTS`]); its value is their sum.
@@ -103,8 +97,15 @@ fn part() -> usize {
 struct Parts(Arc<[CachePadded<AtomicI64>; PARTS]>);
 
 impl Parts {
-    fn add(&self, n: i64) {
-        self.0[part()].fetch_add(n, Ordering::Relaxed);
+    /// Adds `n` in the calling thread's part; returns the part.
+    fn add(&self, n: i64) -> usize {
+        let part = part();
+        self.add_at(part, n);
+        part
+    }
+
+    fn add_at(&self, part: usize, n: i64) {
+        self.0[part].fetch_add(n, Ordering::Relaxed);
     }
 
     fn sum(&self) -> i64 {
@@ -119,7 +120,7 @@ pub struct SpreadCounter(Parts);
 
 impl SpreadCounter {
     pub fn inc(&self) {
-        self.0.add(1);
+        let _ = self.0.add(1);
     }
 
     pub fn get(&self) -> u64 {
@@ -142,23 +143,31 @@ impl EncodeMetric for SpreadCounter {
     }
 }
 
-/// A gauge in [`Parts`]: one thread may move it up and another down, so a part may go
-/// below zero; their sum does not.
+/// A gauge in [`Parts`]. What one thread adds, another may take back (a request can end
+/// on another worker than it started on): [`Self::inc`] says in which part it added, and
+/// [`Self::dec_at`] takes it back there, so that no part is ever below zero and neither is
+/// a sum a scrape reads while requests come and go.
 #[derive(Debug, Clone, Default)]
 pub struct SpreadGauge(Parts);
 
 impl SpreadGauge {
-    pub fn inc(&self) {
-        self.0.add(1);
+    /// Adds one in the calling thread's part; returns the part, for [`Self::dec_at`].
+    pub fn inc(&self) -> usize {
+        self.0.add(1)
     }
 
-    pub fn dec(&self) {
-        self.0.add(-1);
+    /// Takes back one that [`Self::inc`] added in `part`.
+    pub fn dec_at(&self, part: usize) {
+        self.0.add_at(part, -1);
     }
 
     pub fn get(&self) -> i64 {
         self.0.sum()
     }
+}
+
+impl TypedMetric for SpreadGauge {
+    const TYPE: MetricType = MetricType::Gauge;
 }
 
 impl EncodeMetric for SpreadGauge {
@@ -167,9 +176,20 @@ impl EncodeMetric for SpreadGauge {
     }
 
     fn metric_type(&self) -> MetricType {
-        MetricType::Gauge
+        Self::TYPE
     }
 }
+
+/// [`BUCKETS`] and +Inf (`f64::MAX`, as `prometheus-client`'s histogram ends them).
+const BOUNDS: [f64; BUCKETS.len() + 1] = {
+    let mut bounds = [f64::MAX; BUCKETS.len() + 1];
+    let mut i = 0;
+    while i < BUCKETS.len() {
+        bounds[i] = BUCKETS[i];
+        i += 1;
+    }
+    bounds
+};
 
 /// One thread's part of a [`SpreadHistogram`]: the sum and count of what it observed, and
 /// how many fell in each of [`BUCKETS`] and +Inf (in the first whose bound is at least the
@@ -178,7 +198,7 @@ impl EncodeMetric for SpreadGauge {
 struct HistogramPart {
     sum: f64,
     count: u64,
-    buckets: [u64; BUCKETS.len() + 1],
+    buckets: [u64; BOUNDS.len()],
 }
 
 /// The request latency histogram, on [`BUCKETS`], observed by each thread in a part of its
@@ -190,9 +210,9 @@ pub struct SpreadHistogram {
 
 impl SpreadHistogram {
     pub fn observe(&self, v: f64) {
-        // The last bound is `f64::MAX` (+Inf), as in `prometheus-client`'s histogram, where
-        // a value above it (or NaN) is counted but in no bucket.
-        let bucket = BUCKETS.iter().chain([&f64::MAX]).position(|&b| b >= v);
+        // A value above the last bound (or NaN) is counted but in no bucket, as in
+        // `prometheus-client`'s histogram.
+        let bucket = BOUNDS.iter().position(|&b| b >= v);
         let mut part = self.parts[part()].lock();
         part.sum += v;
         part.count += 1;
@@ -203,7 +223,7 @@ impl SpreadHistogram {
 
     /// The sum and count of every part, and each bucket's count with its bound.
     fn total(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let mut buckets: Vec<(f64, u64)> = BUCKETS.iter().chain([&f64::MAX]).map(|&b| (b, 0)).collect();
+        let mut buckets: Vec<(f64, u64)> = BOUNDS.iter().map(|&b| (b, 0)).collect();
         let (mut sum, mut count) = (0.0, 0);
         for part in self.parts.iter() {
             let part = part.lock();
@@ -217,6 +237,10 @@ impl SpreadHistogram {
     }
 }
 
+impl TypedMetric for SpreadHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
 impl EncodeMetric for SpreadHistogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         let (sum, count, buckets) = self.total();
@@ -224,7 +248,7 @@ impl EncodeMetric for SpreadHistogram {
     }
 
     fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
+        Self::TYPE
     }
 }
 
@@ -491,23 +515,31 @@ mod tests {
             16.0,
             1024.0,
         ];
-        std::thread::scope(|s| {
-            for t in 0..(PARTS + 3) {
-                let (m, reference) = (&m, &reference);
-                s.spawn(move || {
-                    for (i, v) in values.iter().enumerate() {
-                        m.duration.observe(*v);
-                        reference.observe(*v);
-                        m.observe_request("/v1/charges", "POST", 200, Duration::ZERO);
-                        reference.observe(0.0);
-                        m.in_flight.inc();
-                        // Half the threads end another thread's requests.
-                        if (t + i) % 2 == 0 {
-                            m.in_flight.dec();
+        let threads = PARTS + 3;
+        // Each thread ends every other request it starts; the rest end on this thread.
+        let left: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (m, reference) = (&m, &reference);
+                    s.spawn(move || {
+                        let mut left = Vec::new();
+                        for (i, v) in values.iter().enumerate() {
+                            m.duration.observe(*v);
+                            reference.observe(*v);
+                            m.observe_request("/v1/charges", "POST", 200, Duration::ZERO);
+                            reference.observe(0.0);
+                            let part = m.in_flight.inc();
+                            if i % 2 == 0 {
+                                m.in_flight.dec_at(part);
+                            } else {
+                                left.push(part);
+                            }
                         }
-                    }
-                });
-            }
+                        left
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
         });
         fn rendered(metric: impl prometheus_client::registry::Metric) -> String {
             let mut registry = Registry::default();
@@ -520,18 +552,15 @@ mod tests {
         let text = m.render(&Ledger::default(), &[]);
         let line = format!(
             "fauxpay_http_requests_total{{route=\"/v1/charges\",method=\"POST\",status=\"200\"}} {}\n",
-            (PARTS + 3) * values.len()
+            threads * values.len()
         );
         assert!(text.contains(&line), "{text}");
-        let threads = (PARTS + 3) as i64;
-        let ended: i64 = (0..threads)
-            .map(|t| (0..7).filter(|i| (t + i) % 2 == 0).count() as i64)
-            .sum();
-        assert_eq!(m.in_flight.get(), threads * 7 - ended);
-        for _ in 0..(threads * 7 - ended) {
-            m.in_flight.dec();
+        assert_eq!(m.in_flight.get(), (threads * (values.len() / 2)) as i64);
+        for part in left {
+            m.in_flight.dec_at(part);
         }
-        assert_eq!(m.in_flight.get(), 0);
+        let parts = &m.in_flight.0 .0;
+        assert!(parts.iter().all(|p| p.load(Ordering::Relaxed) == 0), "{parts:?}");
     }
 
     #[test]

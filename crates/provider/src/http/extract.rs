@@ -89,9 +89,9 @@ impl FromRequest<Arc<Provider>> for LaneRequest {
 }
 
 impl LaneRequest {
-    /// The request whose `Request-Id` is `request_id`, on the connection `connection`
-    /// ends (given, not read from its extensions: a request
-    /// [`super::observe::Observe`] serves directly has none).
+    /// The request whose `Request-Id` is `request_id`; `connection` is the control of the
+    /// connection it came on (none outside the server). Both are given, not read from its
+    /// extensions: a request [`super::observe::Observe`] serves directly has none.
     pub async fn with_id(
         req: Request<Body>,
         state: &Arc<Provider>,

@@ -3,13 +3,13 @@
 //!
 //! Injected network faults need more than a response: `drop_response` closes the
 //! connection without sending a byte, `reset` closes it with a TCP RST (zero linger),
-//! `hang` holds it. A handler asks for that through the connection's [`ConnControl`], which
-//! the connection's service holds ([`ConnectionService`]); the connection task then drops the HTTP connection (and so the socket)
-//! without writing anything. A held connection is handed to a small task of its own
-//! that keeps only the socket (and what the request must keep alive: its idempotency
-//! claim, its in-flight count) until the hold ends, the client goes away or the server
-//! stops: HTTP buffers and the request's state are freed at once, so thousands of held
-//! requests cost little memory and no CPU.
+//! `hang` holds it. A handler asks for that through the connection's [`ConnControl`],
+//! which the connection's service holds ([`ConnectionService`]); the connection task then
+//! drops the HTTP connection (and so the socket) without writing anything. A held
+//! connection is handed to a small task of its own that keeps only the socket (and what
+//! the request must keep alive: its idempotency claim, its in-flight count) until the
+//! hold ends, the client goes away or the server stops: HTTP buffers and the request's
+//! state are freed at once, so thousands of held requests cost little memory and no CPU.
 //!
 //! Hostile clients are bounded here ([`Limits`]): a request's header must arrive within
 //! the header timeout (hyper's timer, which also closes a keep-alive connection idle that

@@ -134,19 +134,19 @@ pub enum Delivery {
 }
 
 /// Counts a request in `fauxpay_api_requests_in_flight` until dropped (owned, so that a
-/// held request's hold can keep it).
-struct Executing(Arc<Provider>);
+/// held request's hold can keep it), in the gauge's part it was counted in.
+struct Executing(Arc<Provider>, usize);
 
 impl Executing {
     fn start(app: &Arc<Provider>) -> Self {
-        app.metrics.in_flight.inc();
-        Self(app.clone())
+        let part = app.metrics.in_flight.inc();
+        Self(app.clone(), part)
     }
 }
 
 impl Drop for Executing {
     fn drop(&mut self) {
-        self.0.metrics.in_flight.dec();
+        self.0.metrics.in_flight.dec_at(self.1);
     }
 }
 

@@ -83,6 +83,27 @@ pub fn weighted_group() -> usize {
     Part::mine().nearest(shard_at(rand::random()))
 }
 
+/// The calling thread's turn: 0 for the first thread of the process to ask, 1 for the next,
+/// and so on, kept for the thread's life. What each thread writes apart from the others
+/// by a thread of its own (the metrics' parts, where the request log's runs start) is
+/// spread by it; unlike [`weighted_group`]'s parts, threads outside a runtime take turns
+/// too, so two workers may share a place, which costs a shared line, never a result.
+pub fn thread_turn() -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    // Set on first use: a `const` thread local reads as one load, a lazy one checks its state.
+    thread_local!(static TURN: Cell<usize> = const { Cell::new(usize::MAX) });
+    TURN.with(|turn| match turn.get() {
+        usize::MAX => {
+            let mine = NEXT.fetch_add(1, Ordering::Relaxed);
+            turn.set(mine);
+            mine
+        }
+        mine => mine,
+    })
+}
+
 /// The most parts the shards are split into, however many workers a runtime has: a part
 /// keeps at least 8 shards, so that one worker busy alone rebuilds indexes at most 8 times
 /// the size of a shard's share.
