@@ -135,18 +135,21 @@ pub enum Delivery {
 
 /// Counts a request in `fauxpay_api_requests_in_flight` until dropped (owned, so that a
 /// held request's hold can keep it), in the gauge's part it was counted in.
-struct Executing(Arc<Provider>, usize);
+struct Executing {
+    app: Arc<Provider>,
+    part: usize,
+}
 
 impl Executing {
     fn start(app: &Arc<Provider>) -> Self {
         let part = app.metrics.in_flight.inc();
-        Self(app.clone(), part)
+        Self { app: app.clone(), part }
     }
 }
 
 impl Drop for Executing {
     fn drop(&mut self) {
-        self.0.metrics.in_flight.dec_at(self.1);
+        self.app.metrics.in_flight.dec_at(self.part);
     }
 }
 
