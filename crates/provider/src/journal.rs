@@ -205,13 +205,12 @@ mod tests {
         let all = journal.recent(usize::MAX, |_| true);
         assert!(all.len() <= REQUEST_LOG_CAPACITY, "{}", all.len());
         assert!(all.windows(2).all(|w| w[0].seq < w[1].seq));
-        // Each thread's last request is kept. Of the most recent requests, a shard lost
-        // at most a run a thread to other runs that came after them in it.
-        for t in 0..3 {
-            let last = format!("t{t}-{}", per_thread - 1);
-            assert!(all.iter().any(|r| r.identity.as_str() == last), "{last} missing");
-        }
+        // The last request logged is kept (a thread that finished before the others may
+        // rightly have lost its own last ones to their later requests). Of the most
+        // recent requests, a shard lost at most a run a thread to other runs that came
+        // after them in it.
         let total = (3 * per_thread) as u64;
+        assert_eq!(all.last().map(|r| r.seq), Some(total));
         let recent = all
             .iter()
             .filter(|r| r.seq > total - REQUEST_LOG_CAPACITY as u64)
