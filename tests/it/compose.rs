@@ -162,4 +162,9 @@ fn dockerfile_is_multi_stage_and_builds_the_binary() {
     assert_eq!(d.lines().filter(|l| l.starts_with("FROM ")).count(), 2);
     assert!(d.contains("cargo build --release --locked --bin fauxpay"));
     assert!(d.contains("COPY --from=build"));
+    // fauxpay runs under an init (tini), so a SIGTERM before its handlers stops it.
+    let entry = d.lines().find(|l| l.starts_with("ENTRYPOINT ")).expect("an ENTRYPOINT");
+    let entry: Vec<String> = serde_json::from_str(entry.trim_start_matches("ENTRYPOINT ")).expect("exec form");
+    assert_eq!(entry, ["/usr/bin/tini", "--", "fauxpay"]);
+    assert!(d.contains(" tini "), "the runtime stage installs tini");
 }
