@@ -11,7 +11,7 @@ RUN apt-get update \
 COPY --from=build /src/target/release/fauxpay /usr/local/bin/fauxpay
 EXPOSE 12111 8080
 # tini is PID 1 and fauxpay its child: a SIGTERM that comes before fauxpay installs its
-# handlers (its first milliseconds, `fauxpay demo` starting its services) stops it as it
-# stops any process, where a PID 1 with no handler ignores it until `docker stop` kills.
+# handler (its first milliseconds) stops it as it stops any process, where a PID 1 with
+# no handler ignores it until `docker stop` sends SIGKILL.
 ENTRYPOINT ["/usr/bin/tini", "--", "fauxpay"]
 CMD ["serve", "--addr", "0.0.0.0:12111"]
